@@ -1,0 +1,36 @@
+# Two entry points: `make test` and `make demo`. Both run the idempotent bootstrap first.
+PY := .venv/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: bootstrap test lint typecheck pytest demo bench controlplane clean
+
+bootstrap:
+	@scripts/bootstrap.sh
+
+controlplane:
+	@tools/controlplane/build.sh
+
+lint: bootstrap
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+typecheck: bootstrap
+	$(PY) -m mypy
+
+pytest: bootstrap
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test: bootstrap
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m mypy
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+demo: bootstrap
+	$(PY) -m examples.rediscluster.demo
+
+bench: bootstrap
+	$(PY) -m benchmarks
+
+clean:
+	rm -rf .venv .mypy_cache .pytest_cache .ruff_cache

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Idempotent set-up shared by `make test` and `make demo`:
+#   1. Debian packages the tests and the demo need (redis-server, redis-tools), when missing;
+#   2. .venv/ with pyctrl and its dev dependencies, re-installed only when pyproject.toml changes;
+#   3. the control-plane binaries (tools/controlplane/build.sh), built only when missing.
+# A second run prints three "up to date" lines and takes a few seconds.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+die() { echo "bootstrap: error: $*" >&2; exit 1; }
+
+# 1. Debian packages
+need_pkgs=()
+command -v redis-server >/dev/null 2>&1 || need_pkgs+=(redis-server)
+command -v redis-cli >/dev/null 2>&1 || need_pkgs+=(redis-tools)
+command -v unshare >/dev/null 2>&1 || need_pkgs+=(util-linux)
+if [ "${#need_pkgs[@]}" -gt 0 ]; then
+  echo "bootstrap: installing Debian packages: ${need_pkgs[*]}"
+  command -v apt-get >/dev/null 2>&1 || die "step 'apt packages': apt-get not found; install ${need_pkgs[*]} by hand"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq || die "step 'apt-get update' failed"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" \
+    || die "step 'apt-get install ${need_pkgs[*]}' failed"
+  # The Debian package starts a system redis on :6379; pyctrl never uses it.
+  (command -v systemctl >/dev/null 2>&1 && $SUDO systemctl disable --now redis-server >/dev/null 2>&1) || true
+else
+  echo "bootstrap: Debian packages up to date (redis-server $(redis-server --version | awk '{print $3}'))"
+fi
+
+# 2. Python virtualenv
+py="${PYTHON:-python3}"
+stamp=".venv/.pyproject.sha256"
+want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "bootstrap: creating .venv with pyctrl[dev] ($($py --version))"
+  [ -x .venv/bin/python ] || "$py" -m venv .venv || die "step 'python -m venv .venv' failed"
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null || die "step 'pip install --upgrade pip' failed"
+  .venv/bin/python -m pip install -q -e ".[dev]" || die "step 'pip install -e .[dev]' failed"
+  echo "$want" > "$stamp"
+else
+  echo "bootstrap: .venv up to date"
+fi
+
+# 3. Control plane
+tools/controlplane/build.sh

@@ -11,6 +11,18 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache_root="${PYCTRL_CACHE_DIR:-$HOME/.cache/pyctrl}"
 
 die() { echo "controlplane build: error: $*" >&2; exit 1; }
+say() { echo "controlplane: $*" >&2; }
+
+# --print-bin-dir: print the binaries' directory on stdout (progress always goes to stderr).
+# --quiet: say nothing when everything is up to date.
+print_dir=0; quiet=0
+for arg in "$@"; do
+  case "$arg" in
+    --print-bin-dir) print_dir=1 ;;
+    --quiet) quiet=1 ;;
+    *) die "unknown argument '$arg' (use --print-bin-dir or --quiet)" ;;
+  esac
+done
 
 command -v go >/dev/null 2>&1 || die "step 'check toolchain': no 'go' command on PATH; install Go >= 1.26 (see README, 'Control plane')"
 
@@ -34,15 +46,16 @@ targets=(
 all_present=1
 for t in "${targets[@]}"; do [ -x "$out/${t%%|*}" ] || all_present=0; done
 if [ "$all_present" = 1 ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want_stamp" ]; then
-  [ "${1:-}" = "--quiet" ] || echo "controlplane: Kubernetes $k8s_version binaries up to date in $out"
+  [ "$quiet" = 1 ] || say "Kubernetes $k8s_version binaries up to date in $out"
+  [ "$print_dir" = 0 ] || echo "$out"
   exit 0
 fi
 
 mkdir -p "$out"
 : > "$log"
 go_version="$(go env GOVERSION)"
-echo "controlplane: building Kubernetes $k8s_version + etcd $etcd_version with $go_version into $out"
-echo "controlplane: full log: $log"
+say "building Kubernetes $k8s_version + etcd $etcd_version with $go_version into $out"
+say "full log: $log"
 
 ldflags_k8s=(
   "-s" "-w"
@@ -57,7 +70,7 @@ ldflags_k8s=(
 export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false CGO_ENABLED=0
 cd "$here"
 
-echo "controlplane: [0/${#targets[@]}] downloading modules (go mod download)"
+say "[0/${#targets[@]}] downloading modules (go mod download)"
 go mod download >>"$log" 2>&1 || die "step 'go mod download' failed; see $log"
 
 start_all=$(date +%s)
@@ -66,7 +79,7 @@ for t in "${targets[@]}"; do
   i=$((i + 1))
   name="${t%%|*}"; pkg="${t#*|}"
   total=$(go list -deps "$pkg" 2>>"$log" | wc -l) || die "step 'go list $pkg' failed; see $log"
-  echo "controlplane: [$i/${#targets[@]}] building $name ($pkg, $total packages)"
+  say "[$i/${#targets[@]}] building $name ($pkg, $total packages)"
   flags=("-trimpath")
   if [ "$name" != etcd ]; then flags+=("-ldflags=${ldflags_k8s[*]}"); else flags+=("-ldflags=-s -w"); fi
   step_log="$out/.$name.build.log"
@@ -77,7 +90,7 @@ for t in "${targets[@]}"; do
   trap 'kill $pid 2>/dev/null || true' INT TERM EXIT
   while kill -0 "$pid" 2>/dev/null; do
     done_n=$(wc -l <"$step_log")
-    echo "controlplane:   $name: compiled $done_n of <= $total packages, $(( $(date +%s) - start ))s elapsed"
+    say "  $name: compiled $done_n of <= $total packages, $(( $(date +%s) - start ))s elapsed"
     for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
   done
   rc=0; wait "$pid" || rc=$?
@@ -85,8 +98,9 @@ for t in "${targets[@]}"; do
   cat "$step_log" >>"$log"; rm -f "$step_log"
   [ "$rc" = 0 ] || { tail -n 20 "$log" >&2; die "step 'go build $name' failed (exit $rc); see $log"; }
   mv "$out/$name.tmp" "$out/$name"
-  echo "controlplane:   $name done in $(( $(date +%s) - start ))s ($(du -h "$out/$name" | cut -f1))"
+  say "  $name done in $(( $(date +%s) - start ))s ($(du -h "$out/$name" | cut -f1))"
 done
 
 echo "$want_stamp" > "$stamp"
-echo "controlplane: all binaries built in $(( $(date +%s) - start_all ))s; go build cache $(du -sh "$(go env GOCACHE)" 2>/dev/null | cut -f1), module cache $(du -sh "$(go env GOMODCACHE)" 2>/dev/null | cut -f1)"
+say "all binaries built in $(( $(date +%s) - start_all ))s; go build cache $(du -sh "$(go env GOCACHE)" 2>/dev/null | cut -f1), module cache $(du -sh "$(go env GOMODCACHE)" 2>/dev/null | cut -f1)"
+[ "$print_dir" = 0 ] || echo "$out"

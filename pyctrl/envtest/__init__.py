@@ -1,0 +1,12 @@
+"""envtest: a real local Kubernetes control plane for tests.
+
+Mirrors controller-runtime ``pkg/envtest``: ``Environment`` starts etcd, kube-apiserver and
+kube-controller-manager built from the official Kubernetes Go modules (``tools/controlplane``),
+plus a local node that runs Pods as local processes (``pyctrl.envtest.node``). Pytest fixtures live
+in ``pyctrl.envtest.pytest_plugin``; the command line is ``python -m pyctrl.envtest``.
+"""
+
+from pyctrl.envtest._binaries import BINARIES, BinariesError, bin_dir
+from pyctrl.envtest.environment import AlreadyRunning, Environment, EnvtestError
+
+__all__ = ["BINARIES", "AlreadyRunning", "BinariesError", "Environment", "EnvtestError", "bin_dir"]

@@ -1,0 +1,498 @@
+"""A real local control plane for tests (controller-runtime ``pkg/envtest.Environment``).
+
+``Environment.start()`` runs etcd, kube-apiserver (RBAC authorization on), kube-controller-manager
+(all default controllers: statefulset, garbage collector, namespace, PV binder, PVC protection,
+service accounts, ...) and, unless turned off, the local node agent that runs Pods as local
+processes (``pyctrl.envtest.node``), all on free loopback ports, and returns once each is ready.
+
+Guarantees:
+- ``start`` returns only when ``/readyz`` passes, the controller manager is healthy, the local node
+  is Ready and the given CRDs are Established; a failed start stops what it started and raises
+  ``EnvtestError`` naming the component and its log file, with the log's last lines;
+- ``stop`` stops every process it started (node first, etcd last) and returns once they are gone;
+  an attached environment (the default) also dies with the Python process that started it;
+- a state directory records pids and ports (``state.json``): ``start`` on a directory whose control
+  plane still runs raises ``AlreadyRunning``; one left by a killed run is recovered (survivors are
+  stopped, certificates and etcd data reused);
+- a preferred port that is taken is replaced by a free one.
+
+Differences from controller-runtime: envtest there runs no controller manager and no node; here
+both run so StatefulSets create Pods, garbage collection works and Pods really run.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import functools
+import json
+import shutil
+import ssl
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pyctrl.envtest._binaries import bin_dir as find_bin_dir
+from pyctrl.envtest._certs import Pki
+from pyctrl.envtest._http import AdminHTTP, ApiError, poll_until
+from pyctrl.envtest._kubeconfig import write_kubeconfig
+from pyctrl.envtest._process import ManagedProcess, free_port, pid_alive, start_process
+
+__all__ = ["AlreadyRunning", "Environment", "EnvtestError"]
+
+_ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "local-node")
+_SERVICE_CIDR = "10.0.0.0/24"
+
+
+class EnvtestError(RuntimeError):
+    """A control-plane component failed to start or stop."""
+
+
+class AlreadyRunning(EnvtestError):
+    """``start`` was called on a state directory whose control plane is running."""
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return ""
+    return "\n  | " + "\n  | ".join(text) if text else ""
+
+
+class Environment:
+    """etcd + kube-apiserver + kube-controller-manager (+ local node) in ``state_dir``.
+
+    ``state_dir`` defaults to a new temporary directory, removed by ``stop``. ``attached=False``
+    (used by ``python -m pyctrl.envtest start``) lets the processes outlive this Python process.
+    """
+
+    def __init__(
+        self,
+        *,
+        state_dir: Path | str | None = None,
+        crd_directory_paths: Sequence[Path | str] = (),
+        local_node: bool = True,
+        node_name: str = "local-node",
+        api_port: int | None = None,
+        attached: bool = True,
+        start_timeout: float = 90.0,
+    ) -> None:
+        self._owns_dir = state_dir is None
+        self.state_dir = Path(state_dir) if state_dir else Path(tempfile.mkdtemp(prefix="pyctrl-envtest-"))
+        self.crd_directory_paths = [Path(p) for p in crd_directory_paths]
+        self.local_node = local_node
+        self.node_name = node_name
+        self.attached = attached
+        self.start_timeout = start_timeout
+        self._preferred_api_port = api_port
+        self.pki = Pki(self.state_dir / "pki")
+        self.processes: dict[str, ManagedProcess] = {}
+        self.ports: dict[str, int] = {}
+        self.bin_dir: Path | None = None
+        self._http: AdminHTTP | None = None
+
+    # -- paths and endpoints -------------------------------------------------------------------
+    @property
+    def kubeconfig_path(self) -> Path:
+        return self.state_dir / "kubeconfig"
+
+    @property
+    def state_file(self) -> Path:
+        return self.state_dir / "state.json"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.state_dir / "logs"
+
+    @property
+    def server_url(self) -> str:
+        return f"https://127.0.0.1:{self.ports['apiserver']}"
+
+    @property
+    def etcd_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports['etcd']}"
+
+    @property
+    def http(self) -> AdminHTTP:
+        """Synchronous admin access (for envtest itself and simple test set-up)."""
+        if self._http is None:
+            raise EnvtestError("environment not started")
+        return self._http
+
+    def pids(self) -> dict[str, int]:
+        return {name: p.pid for name, p in self.processes.items()}
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> Environment:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._recover_stale()
+        self.bin_dir = find_bin_dir()
+        self.pki.ensure()
+        admin_cert, admin_key = self.pki.client_cert("admin", ("system:masters",))
+        if self.attached:
+            atexit.register(self.stop)
+        try:
+            self._start_etcd()
+            self._http = None
+            self.start_apiserver()
+            write_kubeconfig(
+                self.kubeconfig_path,
+                server=self.server_url,
+                ca=self.pki.ca_cert,
+                cert=admin_cert,
+                key=admin_key,
+                user="admin",
+            )
+            self._start_controller_manager()
+            if self.local_node:
+                self._start_local_node()
+            self._save_state()
+            if self.crd_directory_paths:
+                self.install_crds(self.crd_directory_paths)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop every process (reverse start order); remove the state dir if envtest made it."""
+        if self.attached:
+            atexit.unregister(self.stop)
+        errors = []
+        for name in reversed(_ORDER):
+            proc = self.processes.pop(name, None)
+            if proc is None:
+                continue
+            try:
+                proc.stop(grace=30.0 if name == "local-node" else 10.0)
+            except RuntimeError as exc:
+                errors.append(str(exc))
+        self.state_file.unlink(missing_ok=True)
+        if self._owns_dir:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+        if errors:
+            raise EnvtestError("; ".join(errors))
+
+    def __enter__(self) -> Environment:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @classmethod
+    def attach(cls, state_dir: Path | str) -> Environment:
+        """An ``Environment`` for a control plane started detached in ``state_dir``."""
+        env = cls(state_dir=state_dir, attached=False)
+        env._load_state()
+        if env.ports:
+            env._connect()
+        return env
+
+    def running(self) -> bool:
+        """True when every recorded process is alive."""
+        return bool(self.processes) and all(p.alive() for p in self.processes.values())
+
+    # -- components ----------------------------------------------------------------------------
+    def _bin(self, name: str) -> str:
+        assert self.bin_dir is not None
+        return str(self.bin_dir / name)
+
+    def _launch(self, name: str, argv: list[str]) -> ManagedProcess:
+        log = self.log_dir / f"{name}.log"
+        try:
+            proc = start_process(name, argv, log, attached=self.attached)
+        except RuntimeError as exc:
+            raise EnvtestError(str(exc)) from exc
+        self.processes[name] = proc
+        return proc
+
+    def _wait(self, proc: ManagedProcess, what: str, check: Any) -> None:
+        def ready() -> bool:
+            if not proc.alive():
+                raise EnvtestError(
+                    f"{proc.name} exited with code {proc.exit_code()} while waiting for {what}; "
+                    f"log: {proc.log_path}{_tail(proc.log_path)}"
+                )
+            return bool(check())
+
+        try:
+            poll_until(what, ready, self.start_timeout, on_timeout=lambda: f"; log: {proc.log_path}")
+        except TimeoutError as exc:
+            raise EnvtestError(f"{proc.name}: {exc}{_tail(proc.log_path)}") from exc
+
+    def _start_etcd(self) -> None:
+        used: set[int] = set()
+        etcd = self.ports.get("etcd")
+        self.ports["etcd"] = free_port(etcd, avoid=used)
+        used.add(self.ports["etcd"])
+        self.ports["etcd_peer"] = free_port(self.ports.get("etcd_peer"), avoid=used)
+        peer = f"http://127.0.0.1:{self.ports['etcd_peer']}"
+        proc = self._launch(
+            "etcd",
+            [
+                self._bin("etcd"),
+                "--name=envtest",
+                f"--data-dir={self.state_dir / 'etcd'}",
+                f"--listen-client-urls={self.etcd_url}",
+                f"--advertise-client-urls={self.etcd_url}",
+                f"--listen-peer-urls={peer}",
+                f"--initial-advertise-peer-urls={peer}",
+                f"--initial-cluster=envtest={peer}",
+                "--unsafe-no-fsync=true",
+                "--log-level=warn",
+            ],
+        )
+        self._wait(proc, "etcd /health", lambda: _etcd_healthy(self.etcd_url))
+
+    def start_apiserver(self) -> None:
+        """Start kube-apiserver (again) and wait for ``/readyz``; keeps its port across restarts."""
+        port = self.ports.get("apiserver") or self._preferred_api_port
+        avoid = {v for k, v in self.ports.items() if k != "apiserver"}
+        self.ports["apiserver"] = free_port(port, avoid=avoid)
+        sa_issuer = "https://kubernetes.default.svc.cluster.local"
+        proc = self._launch(
+            "kube-apiserver",
+            [
+                self._bin("kube-apiserver"),
+                f"--etcd-servers={self.etcd_url}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={self.ports['apiserver']}",
+                f"--cert-dir={self.state_dir / 'pki' / 'apiserver'}",
+                f"--tls-cert-file={self.pki.serving_cert}",
+                f"--tls-private-key-file={self.pki.serving_key}",
+                f"--client-ca-file={self.pki.ca_cert}",
+                f"--service-account-issuer={sa_issuer}",
+                f"--service-account-key-file={self.pki.sa_pub}",
+                f"--service-account-signing-key-file={self.pki.sa_key}",
+                f"--service-cluster-ip-range={_SERVICE_CIDR}",
+                "--authorization-mode=RBAC",
+                "--allow-privileged=true",
+                "--profiling=false",
+                "--v=1",
+            ],
+        )
+        self._connect()
+        self._wait(proc, "kube-apiserver /readyz", self._apiserver_ready)
+
+    def stop_apiserver(self) -> None:
+        """Stop kube-apiserver only (etcd and the rest keep running); see ``start_apiserver``."""
+        proc = self.processes.pop("kube-apiserver", None)
+        if proc is not None:
+            proc.stop()
+
+    def _connect(self) -> None:
+        cert, key = self.pki.client_cert("admin", ("system:masters",))
+        self._http = AdminHTTP(self.server_url, self.pki.ca_cert, cert, key)
+
+    def _apiserver_ready(self) -> bool:
+        try:
+            return bool(self.http.request("GET", "/readyz", timeout=2) == "ok")
+        except (ApiError, OSError):
+            return False
+
+    def _start_controller_manager(self) -> None:
+        self.ports["controller_manager"] = free_port(avoid=set(self.ports.values()))
+        kubeconfig = str(self.kubeconfig_path)
+        proc = self._launch(
+            "kube-controller-manager",
+            [
+                self._bin("kube-controller-manager"),
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={self.ports['controller_manager']}",
+                f"--cert-dir={self.state_dir / 'pki' / 'controller-manager'}",
+                f"--service-account-private-key-file={self.pki.sa_key}",
+                f"--root-ca-file={self.pki.ca_cert}",
+                f"--cluster-signing-cert-file={self.pki.ca_cert}",
+                f"--cluster-signing-key-file={self.pki.ca_key}",
+                f"--service-cluster-ip-range={_SERVICE_CIDR}",
+                "--controllers=*",
+                "--leader-elect=false",
+                "--v=1",
+            ],
+        )
+        url = f"https://127.0.0.1:{self.ports['controller_manager']}/healthz"
+        self._wait(proc, "kube-controller-manager /healthz", lambda: _insecure_ok(url))
+
+    def _start_local_node(self) -> None:
+        proc = self._launch(
+            "local-node",
+            [
+                sys.executable,
+                "-m",
+                "pyctrl.envtest.node",
+                f"--kubeconfig={self.kubeconfig_path}",
+                f"--state-dir={self.state_dir / 'node'}",
+                f"--node-name={self.node_name}",
+            ],
+        )
+        self._wait(proc, f"node {self.node_name} Ready", self._node_ready)
+
+    def _node_ready(self) -> bool:
+        try:
+            node = self.http.get(f"/api/v1/nodes/{self.node_name}")
+        except ApiError:
+            return False
+        conditions = node.get("status", {}).get("conditions", [])
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+    # -- state file ----------------------------------------------------------------------------
+    def _save_state(self) -> None:
+        state = {
+            "ports": self.ports,
+            "bin_dir": str(self.bin_dir),
+            "processes": [
+                {"name": p.name, "argv": p.argv, "pid": p.pid, "log": str(p.log_path)}
+                for p in self.processes.values()
+            ],
+        }
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=2))
+        tmp.replace(self.state_file)
+
+    def _load_state(self) -> None:
+        try:
+            state = json.loads(self.state_file.read_text())
+        except FileNotFoundError:
+            return
+        except ValueError as exc:
+            raise EnvtestError(f"{self.state_file} is corrupt: {exc}") from exc
+        self.ports = {k: int(v) for k, v in state.get("ports", {}).items()}
+        self.bin_dir = Path(state["bin_dir"]) if state.get("bin_dir") else None
+        for p in state.get("processes", []):
+            self.processes[p["name"]] = ManagedProcess(p["name"], p["argv"], Path(p["log"]), int(p["pid"]))
+
+    def _recover_stale(self) -> None:
+        """Refuse a running control plane; stop the survivors of a killed one."""
+        self._load_state()
+        if not self.processes:
+            return
+        if self.running():
+            raise AlreadyRunning(
+                f"a control plane is already running in {self.state_dir} "
+                f"(pids {sorted(self.pids().values())}); kubeconfig: {self.kubeconfig_path}"
+            )
+        for name in reversed(_ORDER):
+            proc = self.processes.pop(name, None)
+            if proc is not None and pid_alive(proc.pid, proc.argv[0]):
+                proc.stop()
+        self.state_file.unlink(missing_ok=True)
+
+    # -- conveniences for tests ----------------------------------------------------------------
+    def add_user(self, name: str, groups: Iterable[str] = ()) -> Path:
+        """A kubeconfig for ``name`` in ``groups`` (no permissions unless RBAC grants some)."""
+        cert, key = self.pki.client_cert(name, tuple(groups))
+        path = self.state_dir / "users" / f"{cert.stem}.kubeconfig"
+        return write_kubeconfig(
+            path, server=self.server_url, ca=self.pki.ca_cert, cert=cert, key=key, user=name
+        )
+
+    def install_crds(self, paths: Iterable[Path | str], timeout: float = 30.0) -> list[str]:
+        """Server-side apply every CRD in the YAML files / directories; wait until Established."""
+        names = []
+        for doc in _load_manifests(paths):
+            if doc.get("kind") != "CustomResourceDefinition":
+                continue
+            name = doc["metadata"]["name"]
+            self.http.request(
+                "PATCH",
+                f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}?fieldManager=envtest&force=true",
+                json.dumps(doc).encode(),
+                content_type="application/apply-patch+yaml",
+            )
+            names.append(name)
+        for name in names:
+            poll_until(f"CRD {name} Established", functools.partial(self._crd_established, name), timeout)
+        return names
+
+    def _crd_established(self, name: str) -> bool:
+        crd = self.http.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+        conditions = crd.get("status", {}).get("conditions", [])
+        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+    def create_namespace(self, name: str, timeout: float = 30.0) -> None:
+        """Create namespace ``name`` and wait for its ``default`` ServiceAccount (Pods need it)."""
+        self.http.request("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
+
+        def has_sa() -> bool:
+            try:
+                self.http.get(f"/api/v1/namespaces/{name}/serviceaccounts/default")
+            except ApiError as exc:
+                if exc.status == 404:
+                    return False
+                raise
+            return True
+
+        poll_until(f"ServiceAccount default in namespace {name}", has_sa, timeout)
+
+    def delete_namespace(self, name: str) -> None:
+        """Delete namespace ``name`` (the namespace controller removes its contents)."""
+        try:
+            self.http.request("DELETE", f"/api/v1/namespaces/{name}")
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+
+    def compact_etcd(self) -> int:
+        """Compact etcd at its current revision (forces 410 Gone for older watches); return it."""
+        key = base64.b64encode(b"\0").decode()
+        head = _etcd_post(self.etcd_url, "/v3/kv/range", {"key": key, "limit": 1})
+        revision = int(head["header"]["revision"])
+        _etcd_post(self.etcd_url, "/v3/kv/compaction", {"revision": revision, "physical": True})
+        return revision
+
+
+def _load_manifests(paths: Iterable[Path | str]) -> list[dict[str, Any]]:
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files += sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise EnvtestError(f"CRD path {path} does not exist")
+    docs = []
+    for f in files:
+        try:
+            docs += [d for d in yaml.safe_load_all(f.read_text()) if isinstance(d, dict)]
+        except yaml.YAMLError as exc:
+            raise EnvtestError(f"{f}: not valid YAML: {exc}") from exc
+    return docs
+
+
+def _etcd_post(base: str, path: str, body: dict[str, Any]) -> Any:
+    req = urllib.request.Request(base + path, data=json.dumps(body).encode(), method="POST")
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def _etcd_healthy(base: str) -> bool:
+    try:
+        with urllib.request.urlopen(base + "/health", timeout=2) as resp:
+            return bool(json.loads(resp.read()).get("health") == "true")
+    except (OSError, ValueError):
+        return False
+
+
+def _insecure_ok(url: str) -> bool:
+    # The controller manager serves /healthz with a self-signed certificate; only reachability
+    # on loopback is checked here, so verification is off for this probe alone.
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(url, context=ctx, timeout=2) as resp:
+            return bool(resp.status == 200)
+    except (OSError, urllib.error.URLError):
+        return False

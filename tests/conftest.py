@@ -1,0 +1,19 @@
+"""Shared fixtures: the real local control plane (see pyctrl.envtest.pytest_plugin)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pyctrl.envtest._process import pid_alive
+from pyctrl.envtest.pytest_plugin import session_pids
+
+pytest_plugins = ["pyctrl.envtest.pytest_plugin"]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run when a control-plane process of the session outlives it."""
+    left = {name: pid for name, pid in session_pids(session.config).items() if pid_alive(pid)}
+    if left:
+        print(f"\nERROR: control-plane processes left running after the session: {left}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -1,0 +1,273 @@
+"""The base work queue: dedup, never two workers on one item, priorities, shutdown.
+
+Mirrors client-go ``util/workqueue/queue.go`` (``Typed`` queue: ``queue``/``dirty``/``processing``)
+with the priorities of controller-runtime ``pkg/controller/priorityqueue`` (its default queue since
+v0.23). asyncio is single-threaded, so every method runs atomically between ``await`` points: the
+"condition variable" is a FIFO of waiting ``get`` futures, woken one per ready item.
+
+Guarantees (the order of client-go's ``doc.go``):
+
+- Fair: items are handed out by priority, higher first, and first in first out within a priority.
+  An item whose priority is raised while queued moves to the end of its new priority.
+- Stingy: adding an item that is already waiting to be processed does not queue it twice; it only
+  raises its priority to the maximum given.
+- Never two workers on one item: an item added while a worker processes it is not handed out until
+  ``done``; then it is queued exactly once more, with the highest priority given meanwhile.
+- Shutdown: after ``shut_down`` adds are ignored; items already queued (and items re-queued by
+  ``done`` for an add made before shutdown) are still handed out; ``get`` raises :class:`ShutDown`
+  once none is left. ``shut_down_with_drain`` also waits until every such item is done.
+- No per-key state outlives an item: once every item handed out is done and nothing is queued, the
+  queue holds no reference to any key.
+
+Deliberate differences from client-go: ``done`` of an item that is not being processed raises
+``ValueError`` (client-go ignores it, which can queue an item twice); ``shut_down_with_drain``
+waits for queued items as well as for those being processed, so nothing added before the shutdown
+is lost (client-go waits only for the processing set). Unlike controller-runtime's priority queue,
+``get`` keeps handing out queued items after ``shut_down``, as client-go does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from bisect import insort
+from collections import deque
+from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+from pyctrl.workqueue._clock import Clock, RealClock
+from pyctrl.workqueue._metrics import QueueMetrics
+
+__all__ = ["LOW_PRIORITY", "Queue", "ShutDown"]
+
+T = TypeVar("T", bound=Hashable)
+
+#: Priority for events that are not news (initial list, resyncs), as in controller-runtime.
+LOW_PRIORITY = -100
+
+# Stale bucket entries (left behind by priority raises) are compacted away past this many.
+_MIN_COMPACT = 1024
+
+
+class ShutDown(Exception):
+    """Raised by :meth:`Queue.get` once the queue is shut down and no item is left to hand out."""
+
+
+class Queue(Generic[T]):
+    """A deduplicating, priority-ordered work queue for asyncio workers.
+
+    Worker loop::
+
+        while True:
+            try:
+                item = await queue.get()
+            except ShutDown:
+                return
+            try:
+                await handle(item)
+            finally:
+                queue.done(item)   # always, or the item is never handed out again
+
+    All methods must be called from the event loop's thread. ``name`` turns on the ``workqueue_*``
+    metrics (labels ``name`` and ``controller``); ``clock`` is used for metric timestamps.
+    """
+
+    def __init__(self, *, name: str | None = None, clock: Clock | None = None) -> None:
+        self._clock: Clock = clock if clock is not None else RealClock()
+        self._metrics: QueueMetrics[T] | None = QueueMetrics(name, self._clock) if name else None
+        # dirty: every item that needs processing -> its live entry (priority, item).
+        # Invariant: an item is queued (can be handed out) iff it is in dirty and not in processing,
+        # and then its live entry -- the very tuple object -- is in exactly one bucket.
+        self._dirty: dict[T, tuple[int, T]] = {}
+        # processing: items handed out by get and not yet done. get never hands out one of these,
+        # so no item is processed by two workers at once.
+        self._processing: set[T] = set()
+        # buckets: priority -> FIFO of entries. An entry that is not `dirty[item]` is stale (its
+        # priority was raised since); get skips stale entries. priorities: bucket keys, ascending.
+        self._buckets: dict[int, deque[tuple[int, T]]] = {}
+        self._priorities: list[int] = []
+        self._len = 0  # live entries in buckets == queued items
+        self._stale = 0  # stale entries in buckets
+        # getters: futures of get() calls waiting for an item; one is woken per queued item.
+        self._getters: deque[asyncio.Future[None]] = deque()
+        # drainers: futures of shut_down_with_drain() calls, woken when dirty and processing are empty.
+        self._drainers: list[asyncio.Future[None]] = []
+        self._shutting_down = False
+
+    def __len__(self) -> int:
+        """Number of items ready to be handed out (not those being processed or waiting for a delay)."""
+        return self._len
+
+    def add(self, item: T, *, priority: int = 0) -> None:
+        """Mark ``item`` as needing processing, with at least ``priority`` (higher goes first).
+
+        Ignored once the queue is shutting down. If ``item`` is already waiting to be processed,
+        only its priority is raised; if it is being processed, it is queued again on ``done``.
+        """
+        if self._shutting_down:
+            return
+        entry = self._dirty.get(item)
+        if entry is not None:
+            if priority > entry[0]:
+                self._raise_priority(item, priority)
+            return
+        entry = (priority, item)
+        self._dirty[item] = entry
+        if self._metrics is not None:
+            self._metrics.add(item)
+        if item in self._processing:
+            return  # done() queues it
+        self._enqueue(entry)
+        self._len += 1
+        if self._getters:
+            self._wake_one_getter()
+
+    async def get(self) -> T:
+        """Wait for the next item and hand it out. You must call ``done(item)`` when finished.
+
+        Raises :class:`ShutDown` once the queue is shut down and no item is queued.
+        """
+        if not self._len:
+            await self._wait_for_item()
+        return self._pop()[1]
+
+    async def get_with_priority(self) -> tuple[T, int]:
+        """Like :meth:`get`, also returning the item's priority (to re-add it with the same one)."""
+        if not self._len:
+            await self._wait_for_item()
+        priority, item = self._pop()
+        return item, priority
+
+    def done(self, item: T) -> None:
+        """Mark ``item``, handed out by ``get``, as finished. Call it exactly once per ``get``.
+
+        If ``item`` was added while being processed, it is queued again now.
+        Raises ``ValueError`` if ``item`` is not being processed.
+        """
+        try:
+            self._processing.remove(item)
+        except KeyError:
+            raise ValueError(f"done({item!r}): the item is not being processed") from None
+        if self._metrics is not None:
+            self._metrics.done(item)
+        entry = self._dirty.get(item)
+        if entry is not None:
+            self._enqueue(entry)
+            self._len += 1
+            if self._getters:
+                self._wake_one_getter()
+        elif self._drainers and not self._processing and not self._dirty:
+            drainers, self._drainers = self._drainers, []
+            for drainer in drainers:
+                if not drainer.done():
+                    drainer.set_result(None)
+
+    def shut_down(self) -> None:
+        """Ignore further adds; let workers take what is queued, then make ``get`` raise ``ShutDown``."""
+        self._shutting_down = True
+        getters, self._getters = self._getters, deque()
+        for getter in getters:
+            if not getter.done():
+                getter.set_result(None)
+
+    async def shut_down_with_drain(self) -> None:
+        """Shut down, then wait until every queued or processing item is done.
+
+        Workers must keep calling ``get``/``done`` meanwhile, or this never returns.
+        """
+        self.shut_down()
+        if not self._dirty and not self._processing:
+            return
+        drainer: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._drainers.append(drainer)
+        try:
+            await drainer
+        finally:
+            if drainer in self._drainers:
+                self._drainers.remove(drainer)
+
+    def shutting_down(self) -> bool:
+        """Whether ``shut_down`` (or ``shut_down_with_drain``) was called."""
+        return self._shutting_down
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _enqueue(self, entry: tuple[int, T]) -> None:
+        bucket = self._buckets.get(entry[0])
+        if bucket is None:
+            bucket = self._buckets[entry[0]] = deque()
+            insort(self._priorities, entry[0])
+        bucket.append(entry)
+
+    def _raise_priority(self, item: T, priority: int) -> None:
+        entry = (priority, item)
+        self._dirty[item] = entry
+        if item in self._processing:
+            return  # done() queues it with the raised priority
+        self._enqueue(entry)  # the old entry is now stale
+        self._stale += 1
+        if self._stale > max(self._len, _MIN_COMPACT):
+            self._compact()
+
+    def _compact(self) -> None:
+        """Drop stale entries from the buckets, keeping the order of the live ones."""
+        dirty = self._dirty
+        buckets: dict[int, deque[tuple[int, T]]] = {}
+        for priority, bucket in self._buckets.items():
+            live = deque(entry for entry in bucket if dirty.get(entry[1]) is entry)
+            if live:
+                buckets[priority] = live
+        self._buckets = buckets
+        self._priorities = sorted(buckets)
+        self._stale = 0
+
+    def _pop(self) -> tuple[int, T]:
+        """Take the first live entry of the highest priority; the caller ensures ``len(self) > 0``."""
+        dirty = self._dirty
+        buckets = self._buckets
+        while True:
+            priority = self._priorities[-1]
+            bucket = buckets[priority]
+            entry = bucket.popleft()
+            if not bucket:
+                del buckets[priority]
+                self._priorities.pop()
+            item = entry[1]
+            if dirty.get(item) is entry:
+                break
+            self._stale -= 1
+        del dirty[item]
+        self._processing.add(item)
+        self._len -= 1
+        if not self._len and self._stale:
+            buckets.clear()  # everything left is stale
+            self._priorities.clear()
+            self._stale = 0
+        if self._metrics is not None:
+            self._metrics.get(item)
+        return entry
+
+    async def _wait_for_item(self) -> None:
+        """Return once an item is queued; raise ``ShutDown`` if shut down with nothing queued."""
+        loop = asyncio.get_running_loop()
+        while not self._len:
+            if self._shutting_down:
+                raise ShutDown
+            getter: asyncio.Future[None] = loop.create_future()
+            self._getters.append(getter)
+            try:
+                await getter
+            except asyncio.CancelledError:
+                if getter.cancelled():
+                    if getter in self._getters:
+                        self._getters.remove(getter)
+                else:  # woken, then cancelled before taking the item: pass the wake-up on
+                    self._wake_one_getter()
+                raise
+
+    def _wake_one_getter(self) -> None:
+        getters = self._getters
+        while getters:
+            getter = getters.popleft()
+            if not getter.done():
+                getter.set_result(None)
+                return

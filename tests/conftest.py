@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from pyctrl.envtest._process import pid_alive
-from pyctrl.envtest.pytest_plugin import session_pids
 
 pytest_plugins = ["pyctrl.envtest.pytest_plugin"]
 
@@ -13,6 +12,8 @@ pytest_plugins = ["pyctrl.envtest.pytest_plugin"]
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the run when a control-plane process of the session outlives it."""
+    from pyctrl.envtest.pytest_plugin import session_pids
+
     left = {name: pid for name, pid in session_pids(session.config).items() if pid_alive(pid)}
     if left:
         print(f"\nERROR: control-plane processes left running after the session: {left}")

@@ -7,6 +7,15 @@ in ``pyctrl.envtest.pytest_plugin``; the command line is ``python -m pyctrl.envt
 """
 
 from pyctrl.envtest._binaries import BINARIES, BinariesError, bin_dir
+from pyctrl.envtest._http import poll_until
 from pyctrl.envtest.environment import AlreadyRunning, Environment, EnvtestError
 
-__all__ = ["BINARIES", "AlreadyRunning", "BinariesError", "Environment", "EnvtestError", "bin_dir"]
+__all__ = [
+    "BINARIES",
+    "AlreadyRunning",
+    "BinariesError",
+    "Environment",
+    "EnvtestError",
+    "bin_dir",
+    "poll_until",
+]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import atexit
 import base64
 import functools
+import importlib.util
 import json
 import shutil
 import ssl
@@ -325,6 +326,11 @@ class Environment:
         self._wait(proc, "kube-controller-manager /healthz", lambda: _insecure_ok(url))
 
     def _start_local_node(self) -> None:
+        if importlib.util.find_spec("pyctrl.envtest.node") is None:
+            raise EnvtestError(
+                "the local node (pyctrl.envtest.node) is not installed; start with local_node=False "
+                "(PYCTRL_ENVTEST_LOCAL_NODE=0 for the pytest fixture, --no-local-node for the CLI)"
+            )
         proc = self._launch(
             "local-node",
             [
@@ -343,7 +349,7 @@ class Environment:
             node = self.http.get(f"/api/v1/nodes/{self.node_name}")
         except ApiError:
             return False
-        conditions = node.get("status", {}).get("conditions", [])
+        conditions = (node.get("status") or {}).get("conditions") or []
         return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
     # -- state file ----------------------------------------------------------------------------
@@ -417,7 +423,7 @@ class Environment:
 
     def _crd_established(self, name: str) -> bool:
         crd = self.http.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
-        conditions = crd.get("status", {}).get("conditions", [])
+        conditions = (crd.get("status") or {}).get("conditions") or []
         return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
     def create_namespace(self, name: str, timeout: float = 30.0) -> None:

@@ -1,0 +1,147 @@
+"""Starting, stopping and recovering the control plane; clear errors on bad input."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pyctrl.envtest import AlreadyRunning, Environment
+from pyctrl.envtest._process import pid_alive
+
+pytestmark = pytest.mark.controlplane
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD_SH = REPO / "tools" / "controlplane" / "build.sh"
+
+
+def envtest_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pyctrl.envtest", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path) -> Iterator[Path]:
+    """A state dir whose control plane is stopped after the test whatever happened."""
+    directory = tmp_path / "cp"
+    try:
+        yield directory
+    finally:
+        env = Environment.attach(directory)
+        if env.processes:
+            env.stop()
+
+
+def test_stop_leaves_no_process_running() -> None:
+    env = Environment(local_node=False).start()
+    pids = env.pids()
+    assert set(pids) == {"etcd", "kube-apiserver", "kube-controller-manager"}
+    assert all(pid_alive(pid) for pid in pids.values())
+    state_dir = env.state_dir
+    env.stop()
+    assert [name for name, pid in pids.items() if pid_alive(pid)] == []
+    assert not state_dir.exists()
+
+
+def test_a_taken_preferred_port_is_replaced_by_a_free_one() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with Environment(local_node=False, api_port=port) as env:
+            assert env.ports["apiserver"] != port
+            assert env.http.get("/version")["gitVersion"].startswith("v1.")
+
+
+def test_cli_start_status_stop_round_trip(state_dir: Path) -> None:
+    started = envtest_cli("start", "--state-dir", str(state_dir), "--no-local-node")
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.strip() == str(state_dir / "kubeconfig")
+    pids = Environment.attach(state_dir).pids()
+    assert all(pid_alive(pid) for pid in pids.values())
+
+    again = envtest_cli("start", "--state-dir", str(state_dir), "--no-local-node")
+    assert again.returncode == 0
+    assert "already running" in again.stderr
+    assert Environment.attach(state_dir).pids() == pids
+
+    status = envtest_cli("status", "--state-dir", str(state_dir))
+    assert status.returncode == 0
+    assert status.stdout.count("running") == 3
+
+    stopped = envtest_cli("stop", "--state-dir", str(state_dir))
+    assert stopped.returncode == 0, stopped.stderr
+    assert [pid for pid in pids.values() if pid_alive(pid)] == []
+
+
+def test_start_recovers_a_stale_state_dir_from_a_killed_run(state_dir: Path) -> None:
+    assert envtest_cli("start", "--state-dir", str(state_dir), "--no-local-node").returncode == 0
+    old = Environment.attach(state_dir)
+    os.kill(old.pids()["kube-apiserver"], signal.SIGKILL)  # a crashed run: the rest survive
+    survivors = [old.pids()["etcd"], old.pids()["kube-controller-manager"]]
+
+    env = Environment(state_dir=state_dir, local_node=False, attached=False)
+    env.start()
+    assert env.running()
+    assert [pid for pid in survivors if pid_alive(pid)] == []
+    assert env.http.get("/version")["gitVersion"].startswith("v1.")
+    with pytest.raises(AlreadyRunning, match="already running"):
+        Environment(state_dir=state_dir, local_node=False, attached=False).start()
+
+
+def test_cli_bin_dir_prints_the_four_binaries() -> None:
+    out = envtest_cli("bin-dir")
+    assert out.returncode == 0, out.stderr
+    directory = Path(out.stdout.strip())
+    assert sorted(p.name for p in directory.iterdir() if not p.name.startswith(".")) == [
+        "etcd",
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kubectl",
+    ]
+
+
+def _run_build(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "PYCTRL_CACHE_DIR": str(tmp_path / "cache"), **env}
+    return subprocess.run(
+        [shutil.which("bash") or "/bin/bash", str(BUILD_SH)],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_build_without_go_names_the_missing_toolchain(tmp_path: Path) -> None:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for tool in ("awk", "cat", "sha256sum", "cut", "head", "dirname", "date", "mkdir"):
+        found = shutil.which(tool)
+        assert found is not None
+        (bindir / tool).symlink_to(found)
+    result = _run_build(tmp_path, PATH=str(bindir))
+    assert result.returncode != 0
+    assert "step 'check toolchain'" in result.stderr
+    assert "no 'go' command" in result.stderr
+
+
+def test_a_failing_build_names_the_step_and_the_log(tmp_path: Path) -> None:
+    result = _run_build(tmp_path, GOOS="no-such-os")
+    assert result.returncode != 0
+    assert "step 'go" in result.stderr
+    log = tmp_path / "cache" / "controlplane" / "v1.36.3" / "build.log"
+    assert f"see {log}" in result.stderr
+    assert log.exists()

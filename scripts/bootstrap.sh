@@ -34,8 +34,10 @@ want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
 if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "bootstrap: creating .venv with pyctrl[dev] ($($py --version))"
   [ -x .venv/bin/python ] || "$py" -m venv .venv || die "step 'python -m venv .venv' failed"
-  .venv/bin/python -m pip install -q --upgrade pip >/dev/null || die "step 'pip install --upgrade pip' failed"
-  .venv/bin/python -m pip install -q -e ".[dev]" || die "step 'pip install -e .[dev]' failed"
+  .venv/bin/python -m pip install -q --upgrade pip >.venv/pip.log 2>&1 \
+    || { tail -n 20 .venv/pip.log >&2; die "step 'pip install --upgrade pip' failed; see .venv/pip.log"; }
+  .venv/bin/python -m pip install -q -e ".[dev]" >>.venv/pip.log 2>&1 \
+    || { tail -n 20 .venv/pip.log >&2; die "step 'pip install -e .[dev]' failed; see .venv/pip.log"; }
   echo "$want" > "$stamp"
 else
   echo "bootstrap: .venv up to date"

@@ -1,0 +1,445 @@
+"""The apiserver client: every verb, typed in and typed out.
+
+Mirrors controller-runtime ``pkg/client`` (``client.New``: typed and unstructured clients behind
+one interface, ``Status()``, ``SubResource()``), talking to the apiserver through
+:class:`~pyctrl.client.rest.Transport` and mapping kinds with a discovery REST mapper.
+
+Guarantees:
+
+- a call returns the object the apiserver stored (decoded into the argument's type: a typed
+  object for a typed kind, a fresh dict for an unstructured one) and never mutates its argument;
+- list items of an unstructured list carry ``apiVersion``/``kind`` (the apiserver omits them);
+- ``update`` sends the object's ``resourceVersion``, so a stale object fails with ``Conflict``;
+- ``apply`` is server-side apply (``fieldManager`` required, ``force`` to take fields from other
+  managers); ``managedFields`` is stripped from the applied configuration as the apiserver demands;
+- ``dry_run=True`` makes any write ``dryRun=All``: validated and answered, not persisted;
+- failures are :mod:`pyctrl.client.errors` types carrying the apiserver's Status.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, TypeVar, overload
+
+import orjson
+
+from pyctrl.client.config import Config
+from pyctrl.client.gvk import GroupVersionKind
+from pyctrl.client.interfaces import ListOptions, ObjectList, Preconditions, PropagationPolicy
+from pyctrl.client.objects import KubeObject
+from pyctrl.client.patch import Patch, PatchType
+from pyctrl.client.rest import Transport
+from pyctrl.client.restmapper import DiscoveryRESTMapper, RESTMapper, RESTMapping, resource_path
+from pyctrl.client.scheme import (
+    Kind,
+    Object,
+    Scheme,
+    decode,
+    default_scheme,
+    encode,
+    gvk_of,
+    kind_gvk,
+    to_dict,
+)
+from pyctrl.client.selectors import FieldSelector, Selector
+from pyctrl.client.watch import RESTListerWatcher, WatchEvent
+
+__all__ = ["ApiClient", "delete_options"]
+
+T = TypeVar("T", bound=KubeObject)
+ObjT = TypeVar("ObjT", bound=KubeObject | dict[str, Any])
+
+
+def _kind_of(obj: Object) -> Kind:
+    return type(obj) if isinstance(obj, KubeObject) else gvk_of(obj)
+
+
+def _name_ns(obj: Object) -> tuple[str, str | None]:
+    meta = (
+        obj.metadata.model_dump(exclude_none=True)
+        if isinstance(obj, KubeObject)
+        else obj.get("metadata") or {}
+    )
+    return str(meta.get("name") or ""), meta.get("namespace") or None
+
+
+def _with_type_meta(item: dict[str, Any], gvk: GroupVersionKind) -> dict[str, Any]:
+    item.setdefault("apiVersion", gvk.api_version)
+    item.setdefault("kind", gvk.kind)
+    return item
+
+
+def decode_list_items(kind: Kind, items: list[dict[str, Any]]) -> list[Any]:
+    """Decode raw list items into ``kind`` (unstructured items get their TypeMeta back)."""
+    if isinstance(kind, GroupVersionKind):
+        return [_with_type_meta(i, kind) for i in items]
+    return [kind.model_validate(i) for i in items]
+
+
+def delete_options(
+    *,
+    propagation_policy: PropagationPolicy | None = None,
+    preconditions: Preconditions | None = None,
+    grace_period_seconds: int | None = None,
+    dry_run: bool = False,
+) -> dict[str, Any]:
+    """A ``metav1.DeleteOptions`` body."""
+    body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+    if propagation_policy is not None:
+        if propagation_policy not in ("Foreground", "Background", "Orphan"):
+            raise ValueError(
+                f"propagation_policy must be Foreground, Background or Orphan: {propagation_policy!r}"
+            )
+        body["propagationPolicy"] = propagation_policy
+    if preconditions is not None:
+        pre = {"uid": preconditions.uid, "resourceVersion": preconditions.resource_version}
+        body["preconditions"] = {k: v for k, v in pre.items() if v}
+    if grace_period_seconds is not None:
+        body["gracePeriodSeconds"] = grace_period_seconds
+    if dry_run:
+        body["dryRun"] = ["All"]
+    return body
+
+
+def _write_params(dry_run: bool, field_manager: str | None, force: bool | None = None) -> dict[str, Any]:
+    return {"dryRun": "All" if dry_run else None, "fieldManager": field_manager, "force": force}
+
+
+def _apply_body(obj: Object) -> bytes:
+    data = dict(to_dict(obj))
+    meta = dict(data.get("metadata") or {})
+    meta.pop("managedFields", None)
+    data["metadata"] = meta
+    return encode(data)
+
+
+class ApiClient:
+    """A :class:`~pyctrl.client.interfaces.Client` that talks to the apiserver directly.
+
+    Use as ``async with ApiClient(await load_config()) as client: ...`` (or call :meth:`close`).
+    """
+
+    def __init__(self, config: Config, *, scheme: Scheme = default_scheme, mapper: RESTMapper | None = None):
+        self.config = config
+        self.scheme = scheme
+        self.transport = Transport(config)
+        self.mapper: RESTMapper = mapper or DiscoveryRESTMapper(self.transport)
+
+    async def __aenter__(self) -> ApiClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self.transport.close()
+
+    async def mapping(self, kind: Kind) -> RESTMapping:
+        """The REST mapping of a kind (discovery, cached)."""
+        return await self.mapper.mapping(kind_gvk(kind))
+
+    async def _object_path(self, obj: Object, subresource: str | None = None) -> str:
+        mapping = await self.mapping(_kind_of(obj))
+        name, namespace = _name_ns(obj)
+        return resource_path(mapping, namespace=namespace, name=name, subresource=subresource)
+
+    # -- Reader ---------------------------------------------------------------------------------
+    @overload
+    async def get(self, kind: type[T], name: str, *, namespace: str | None = None) -> T: ...
+    @overload
+    async def get(
+        self, kind: GroupVersionKind, name: str, *, namespace: str | None = None
+    ) -> dict[str, Any]: ...
+    async def get(self, kind: Kind, name: str, *, namespace: str | None = None) -> Any:
+        mapping = await self.mapping(kind)
+        data = await self.transport.request("GET", resource_path(mapping, namespace=namespace, name=name))
+        return decode(kind, data)
+
+    @overload
+    async def list(
+        self,
+        kind: type[T],
+        *,
+        namespace: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        label_selector: str | Selector | None = None,
+        fields: Mapping[str, str] | None = None,
+        field_selector: str | FieldSelector | None = None,
+        limit: int | None = None,
+        continue_: str | None = None,
+    ) -> ObjectList[T]: ...
+    @overload
+    async def list(
+        self,
+        kind: GroupVersionKind,
+        *,
+        namespace: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        label_selector: str | Selector | None = None,
+        fields: Mapping[str, str] | None = None,
+        field_selector: str | FieldSelector | None = None,
+        limit: int | None = None,
+        continue_: str | None = None,
+    ) -> ObjectList[dict[str, Any]]: ...
+    async def list(self, kind: Kind, **options: Any) -> ObjectList[Any]:
+        opts = ListOptions.build(**options)
+        mapping = await self.mapping(kind)
+        path = resource_path(mapping, namespace=opts.namespace, all_namespaces=True)
+        doc = await self.transport.request_json("GET", path, params=opts.query())
+        meta = doc.get("metadata") or {}
+        return ObjectList(
+            decode_list_items(kind, doc.get("items") or []),
+            str(meta.get("resourceVersion", "")),
+            meta.get("continue") or None,
+            meta.get("remainingItemCount"),
+        )
+
+    # -- Writer ---------------------------------------------------------------------------------
+    async def create(self, obj: ObjT, *, dry_run: bool = False, field_manager: str | None = None) -> ObjT:
+        mapping = await self.mapping(_kind_of(obj))
+        _, namespace = _name_ns(obj)
+        path = resource_path(mapping, namespace=namespace)
+        data = await self.transport.request(
+            "POST",
+            path,
+            params=_write_params(dry_run, field_manager),
+            body=encode(obj),
+            content_type="application/json",
+        )
+        return decode(_kind_of(obj), data)  # type: ignore[no-any-return]
+
+    async def update(self, obj: ObjT, *, dry_run: bool = False, field_manager: str | None = None) -> ObjT:
+        return await self._put(obj, None, dry_run, field_manager)
+
+    async def _put(
+        self, obj: ObjT, subresource: str | None, dry_run: bool, field_manager: str | None
+    ) -> ObjT:
+        path = await self._object_path(obj, subresource)
+        data = await self.transport.request(
+            "PUT",
+            path,
+            params=_write_params(dry_run, field_manager),
+            body=encode(obj),
+            content_type="application/json",
+        )
+        return decode(_kind_of(obj), data)  # type: ignore[no-any-return]
+
+    async def patch(
+        self,
+        obj: ObjT,
+        patch: Patch,
+        *,
+        dry_run: bool = False,
+        field_manager: str | None = None,
+        force: bool | None = None,
+    ) -> ObjT:
+        return await self._patch(
+            obj,
+            patch_type=patch.patch_type,
+            body=patch.data(obj),
+            subresource=None,
+            dry_run=dry_run,
+            field_manager=field_manager,
+            force=force,
+        )
+
+    async def _patch(
+        self,
+        obj: ObjT,
+        *,
+        patch_type: PatchType,
+        body: bytes,
+        subresource: str | None,
+        dry_run: bool,
+        field_manager: str | None,
+        force: bool | None,
+    ) -> ObjT:
+        if force is not None and patch_type is not PatchType.APPLY:
+            raise ValueError("force applies only to server-side apply patches")
+        if patch_type is PatchType.APPLY and not field_manager:
+            raise ValueError("server-side apply needs a field_manager")
+        path = await self._object_path(obj, subresource)
+        data = await self.transport.request(
+            "PATCH",
+            path,
+            params=_write_params(dry_run, field_manager, force),
+            body=body,
+            content_type=patch_type.value,
+        )
+        return decode(_kind_of(obj), data)  # type: ignore[no-any-return]
+
+    async def apply(
+        self, obj: ObjT, *, field_manager: str, force: bool = False, dry_run: bool = False
+    ) -> ObjT:
+        return await self._patch(
+            obj,
+            patch_type=PatchType.APPLY,
+            body=_apply_body(obj),
+            subresource=None,
+            dry_run=dry_run,
+            field_manager=field_manager,
+            force=force,
+        )
+
+    async def delete(
+        self,
+        obj: KubeObject | dict[str, Any],
+        *,
+        propagation_policy: PropagationPolicy | None = None,
+        preconditions: Preconditions | None = None,
+        grace_period_seconds: int | None = None,
+        dry_run: bool = False,
+    ) -> None:
+        body = delete_options(
+            propagation_policy=propagation_policy,
+            preconditions=preconditions,
+            grace_period_seconds=grace_period_seconds,
+            dry_run=dry_run,
+        )
+        path = await self._object_path(obj)
+        await self.transport.request("DELETE", path, body=encode(body), content_type="application/json")
+
+    async def delete_all_of(
+        self,
+        kind: Kind,
+        *,
+        namespace: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        label_selector: str | Selector | None = None,
+        fields: Mapping[str, str] | None = None,
+        field_selector: str | FieldSelector | None = None,
+        propagation_policy: PropagationPolicy | None = None,
+        grace_period_seconds: int | None = None,
+        dry_run: bool = False,
+    ) -> None:
+        opts = ListOptions.build(
+            namespace=namespace,
+            labels=labels,
+            label_selector=label_selector,
+            fields=fields,
+            field_selector=field_selector,
+        )
+        mapping = await self.mapping(kind)
+        path = resource_path(mapping, namespace=opts.namespace, all_namespaces=True)
+        if mapping.namespaced and not opts.namespace:
+            raise ValueError("delete_all_of on a namespaced kind needs a namespace")
+        body = delete_options(
+            propagation_policy=propagation_policy, grace_period_seconds=grace_period_seconds, dry_run=dry_run
+        )
+        await self.transport.request(
+            "DELETE", path, params=opts.query(), body=encode(body), content_type="application/json"
+        )
+
+    # -- Status and subresources ------------------------------------------------------------------
+    def status(self) -> _StatusWriter:
+        """The ``status`` subresource writer (controller-runtime ``Status()``)."""
+        return _StatusWriter(self)
+
+    def subresource(self, name: str) -> _SubResourceClient:
+        """A client for any subresource (controller-runtime ``SubResource(name)``)."""
+        if not name or "/" in name:
+            raise ValueError(f"invalid subresource name {name!r}")
+        return _SubResourceClient(self, name)
+
+    # -- Watch ------------------------------------------------------------------------------------
+    async def list_watcher(self, kind: Kind, options: ListOptions) -> RESTListerWatcher:
+        """The raw list/watch source of ``kind`` for an informer."""
+        mapping = await self.mapping(kind)
+        path = resource_path(mapping, namespace=options.namespace, all_namespaces=True)
+        return RESTListerWatcher(self.transport, path, options)
+
+    @overload
+    def watch(
+        self, kind: type[T], *, resource_version: str = "", timeout_seconds: int = 300, **options: Any
+    ) -> AsyncIterator[WatchEvent[T]]: ...
+    @overload
+    def watch(
+        self,
+        kind: GroupVersionKind,
+        *,
+        resource_version: str = "",
+        timeout_seconds: int = 300,
+        **options: Any,
+    ) -> AsyncIterator[WatchEvent[dict[str, Any]]]: ...
+    async def watch(
+        self, kind: Kind, *, resource_version: str = "", timeout_seconds: int = 300, **options: Any
+    ) -> AsyncIterator[WatchEvent[Any]]:
+        """Watch ``kind`` from ``resource_version`` (``list`` keyword filters apply); bookmarks included.
+
+        The stream ends when the server closes it (``timeout_seconds``); errors are raised.
+        """
+        lw = await self.list_watcher(kind, ListOptions.build(**options))
+        async for event in lw.watch(resource_version=resource_version, timeout_seconds=timeout_seconds):
+            yield WatchEvent(event.type, decode(kind, _with_type_meta(event.object, kind_gvk(kind))))
+
+
+class _StatusWriter:
+    """``client.status()``: writes go to ``<object>/status``; the response is the whole object."""
+
+    def __init__(self, client: ApiClient) -> None:
+        self._client = client
+
+    async def update(self, obj: ObjT, *, dry_run: bool = False, field_manager: str | None = None) -> ObjT:
+        return await self._client._put(obj, "status", dry_run, field_manager)
+
+    async def patch(
+        self,
+        obj: ObjT,
+        patch: Patch,
+        *,
+        dry_run: bool = False,
+        field_manager: str | None = None,
+        force: bool | None = None,
+    ) -> ObjT:
+        return await self._client._patch(
+            obj,
+            patch_type=patch.patch_type,
+            body=patch.data(obj),
+            subresource="status",
+            dry_run=dry_run,
+            field_manager=field_manager,
+            force=force,
+        )
+
+    async def apply(
+        self, obj: ObjT, *, field_manager: str, force: bool = False, dry_run: bool = False
+    ) -> ObjT:
+        return await self._client._patch(
+            obj,
+            patch_type=PatchType.APPLY,
+            body=_apply_body(obj),
+            subresource="status",
+            dry_run=dry_run,
+            field_manager=field_manager,
+            force=force,
+        )
+
+
+class _SubResourceClient:
+    """``client.subresource(name)``: bodies are the subresource's own type (e.g. ``Scale``)."""
+
+    def __init__(self, client: ApiClient, name: str) -> None:
+        self._client, self._name = client, name
+
+    async def _send(self, method: str, obj: Object, body: bytes, content_type: str, dry_run: bool) -> bytes:
+        path = await self._client._object_path(obj, self._name)
+        return await self._client.transport.request(
+            method, path, params=_write_params(dry_run, None), body=body, content_type=content_type
+        )
+
+    async def get(self, obj: Object, into: type[T]) -> T:
+        path = await self._client._object_path(obj, self._name)
+        return into.model_validate_json(await self._client.transport.request("GET", path))
+
+    async def create(self, obj: Object, body: Object, *, dry_run: bool = False) -> dict[str, Any]:
+        data = await self._send("POST", obj, encode(body), "application/json", dry_run)
+        result: dict[str, Any] = orjson.loads(data) if data else {}
+        return result
+
+    async def update(self, obj: Object, body: T, *, dry_run: bool = False) -> T:
+        data = await self._send("PUT", obj, encode(body), "application/json", dry_run)
+        return type(body).model_validate_json(data)
+
+    async def patch(self, obj: Object, patch: Patch, into: type[T], *, dry_run: bool = False) -> T:
+        data = await self._send("PATCH", obj, patch.data(obj), patch.patch_type.value, dry_run)
+        return into.model_validate_json(data)

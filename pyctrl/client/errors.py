@@ -1,0 +1,291 @@
+"""Every error pyctrl's client and cache raise.
+
+Hierarchy::
+
+    KubernetesError                      base of everything below
+    ├── ConfigError                      no usable kubeconfig / in-cluster configuration
+    ├── TransportError                   the apiserver could not be reached or the stream broke
+    │   └── RequestTimeout               no complete answer within the client-side timeout
+    ├── UnknownKind                      GVK not in the scheme, or not served by the apiserver
+    ├── ApiError                         the apiserver answered with a failure ``Status``
+    │   ├── BadRequest                   400
+    │   ├── Unauthorized                 401
+    │   ├── Forbidden                    403
+    │   ├── NotFound                     404
+    │   ├── MethodNotAllowed             405
+    │   ├── AlreadyExists                409, reason AlreadyExists
+    │   ├── Conflict                     409, reason Conflict (stale resourceVersion, apply conflict)
+    │   ├── Gone                         410, reason Gone (resourceVersion too old)
+    │   │   └── Expired                  410, reason Expired (continue token / watch too old)
+    │   ├── RequestEntityTooLarge        413
+    │   ├── UnsupportedMediaType         415
+    │   ├── Invalid                      422 (``causes`` names the fields)
+    │   ├── TooManyRequests              429 (``retry_after`` from Retry-After / details)
+    │   ├── InternalError                500
+    │   ├── ServiceUnavailable           503
+    │   └── ServerTimeout                500 reason ServerTimeout, 504 reason Timeout
+    └── CacheError                       the informer cache cannot answer
+        ├── CacheNotStarted              read before ``Cache.start()``
+        ├── CacheSyncTimeout             ``wait_for_cache_sync`` ran out of time
+        └── FieldNotIndexed              list by a field nobody registered with ``index_field``
+
+Mirrors apimachinery ``pkg/api/errors`` (``IsNotFound``, ``IsConflict``…): instead of predicate
+functions each failure ``reason`` is a class, so ``except NotFound`` replaces ``IsNotFound(err)``.
+Guarantees:
+
+- the HTTP layer is translated exactly once, at the REST boundary (``pyctrl.client.rest``), with
+  ``raise … from exc`` so the aiohttp cause stays visible;
+- an :class:`ApiError` carries the apiserver ``Status`` as sent: ``message``, ``reason``, ``code``,
+  ``details`` and the field ``causes`` (list of :class:`StatusCause`);
+- the class is chosen by ``reason`` first and by HTTP code second, as apimachinery does, so an
+  unknown reason with a known code still gets a precise class.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "AlreadyExists",
+    "ApiError",
+    "BadRequest",
+    "CacheError",
+    "CacheNotStarted",
+    "CacheSyncTimeout",
+    "ConfigError",
+    "Conflict",
+    "Expired",
+    "FieldNotIndexed",
+    "Forbidden",
+    "Gone",
+    "InternalError",
+    "Invalid",
+    "KubernetesError",
+    "MethodNotAllowed",
+    "NotFound",
+    "RequestEntityTooLarge",
+    "RequestTimeout",
+    "ServerTimeout",
+    "ServiceUnavailable",
+    "StatusCause",
+    "TooManyRequests",
+    "TransportError",
+    "Unauthorized",
+    "UnknownKind",
+    "UnsupportedMediaType",
+    "api_error_from_status",
+]
+
+
+class KubernetesError(Exception):
+    """Base of every pyctrl client and cache error."""
+
+
+class ConfigError(KubernetesError):
+    """No usable configuration: missing or malformed kubeconfig, unknown context, not in a pod."""
+
+
+class TransportError(KubernetesError):
+    """The apiserver could not be reached, or a response/stream broke off."""
+
+
+class RequestTimeout(TransportError):
+    """The client-side request timeout elapsed."""
+
+
+class UnknownKind(KubernetesError):
+    """A kind is neither registered in the scheme nor served by the apiserver (no REST mapping)."""
+
+
+class CacheError(KubernetesError):
+    """The informer cache cannot answer the read."""
+
+
+class CacheNotStarted(CacheError):
+    """The cache was read before ``start()``."""
+
+
+class CacheSyncTimeout(CacheError):
+    """Informers did not finish their initial list in time."""
+
+
+class FieldNotIndexed(CacheError):
+    """A cached list used a field selector on a field without an index (see ``index_field``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StatusCause:
+    """One entry of ``Status.details.causes``: which field is wrong and why."""
+
+    reason: str
+    message: str
+    field: str
+
+
+class ApiError(KubernetesError):
+    """The apiserver answered with a failure ``metav1.Status``."""
+
+    #: HTTP code this class stands for (the actual response code is in :attr:`code`).
+    default_code: int = 0
+
+    def __init__(self, status: dict[str, Any], *, code: int | None = None) -> None:
+        self.status: dict[str, Any] = status
+        self.code: int = int(status.get("code") or code or self.default_code)
+        self.reason: str = str(status.get("reason") or "")
+        self.message: str = str(status.get("message") or f"HTTP {self.code}")
+        details = status.get("details") or {}
+        self.details: dict[str, Any] = details if isinstance(details, dict) else {}
+        self.causes: list[StatusCause] = [
+            StatusCause(
+                reason=str(c.get("reason", "")),
+                message=str(c.get("message", "")),
+                field=str(c.get("field", "")),
+            )
+            for c in self.details.get("causes") or []
+            if isinstance(c, dict)
+        ]
+        super().__init__(self.message)
+
+    def __str__(self) -> str:
+        label = f"{self.code} {self.reason}".strip()
+        return f"{self.message} ({label})"
+
+
+class BadRequest(ApiError):
+    default_code = 400
+
+
+class Unauthorized(ApiError):
+    default_code = 401
+
+
+class Forbidden(ApiError):
+    default_code = 403
+
+
+class NotFound(ApiError):
+    default_code = 404
+
+
+class MethodNotAllowed(ApiError):
+    default_code = 405
+
+
+class AlreadyExists(ApiError):
+    default_code = 409
+
+
+class Conflict(ApiError):
+    default_code = 409
+
+
+class Gone(ApiError):
+    """The requested resourceVersion is older than what the apiserver keeps: relist."""
+
+    default_code = 410
+
+
+class Expired(Gone):
+    """Reason ``Expired``: a continue token or watch resourceVersion expired."""
+
+
+class RequestEntityTooLarge(ApiError):
+    default_code = 413
+
+
+class UnsupportedMediaType(ApiError):
+    default_code = 415
+
+
+class Invalid(ApiError):
+    default_code = 422
+
+
+class TooManyRequests(ApiError):
+    """429: the apiserver asks the client to back off for :attr:`retry_after` seconds."""
+
+    default_code = 429
+
+    def __init__(
+        self, status: dict[str, Any], *, code: int | None = None, retry_after: float | None = None
+    ) -> None:
+        super().__init__(status, code=code)
+        seconds = self.details.get("retryAfterSeconds")
+        self.retry_after: float | None = retry_after if retry_after is not None else _float(seconds)
+
+
+class InternalError(ApiError):
+    default_code = 500
+
+
+class ServiceUnavailable(ApiError):
+    default_code = 503
+
+
+class ServerTimeout(ApiError):
+    default_code = 504
+
+
+def _float(value: Any) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+_BY_REASON: dict[str, type[ApiError]] = {
+    "BadRequest": BadRequest,
+    "Unauthorized": Unauthorized,
+    "Forbidden": Forbidden,
+    "NotFound": NotFound,
+    "MethodNotAllowed": MethodNotAllowed,
+    "AlreadyExists": AlreadyExists,
+    "Conflict": Conflict,
+    "Gone": Gone,
+    "Expired": Expired,
+    "RequestEntityTooLarge": RequestEntityTooLarge,
+    "UnsupportedMediaType": UnsupportedMediaType,
+    "Invalid": Invalid,
+    "TooManyRequests": TooManyRequests,
+    "InternalError": InternalError,
+    "ServiceUnavailable": ServiceUnavailable,
+    "ServerTimeout": ServerTimeout,
+    "Timeout": ServerTimeout,
+}
+
+_BY_CODE: dict[int, type[ApiError]] = {
+    400: BadRequest,
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    405: MethodNotAllowed,
+    409: Conflict,
+    410: Gone,
+    413: RequestEntityTooLarge,
+    415: UnsupportedMediaType,
+    422: Invalid,
+    429: TooManyRequests,
+    500: InternalError,
+    503: ServiceUnavailable,
+    504: ServerTimeout,
+}
+
+
+def api_error_from_status(
+    status: Any, code: int | None = None, *, retry_after: float | None = None
+) -> ApiError:
+    """Build the typed error for a failure ``Status`` (or any error body) answered with ``code``.
+
+    ``status`` that is not a ``Status`` object (a proxy's HTML page, an empty body) still yields the
+    class for ``code``, with the body as message.
+    """
+    if not isinstance(status, dict) or status.get("kind") not in ("Status", None):
+        status = {"message": str(status)[:500] if status else "", "code": code}
+    cls = _BY_REASON.get(str(status.get("reason") or ""))
+    effective = int(status.get("code") or code or 0)
+    if cls is None:
+        cls = _BY_CODE.get(effective, ApiError)
+    if cls is TooManyRequests:
+        return TooManyRequests(status, code=effective, retry_after=retry_after)
+    return cls(status, code=effective)

@@ -1,0 +1,292 @@
+"""The HTTP transport to the apiserver: one aiohttp session, retries, rate limit, metrics.
+
+Mirrors client-go ``rest.RESTClient`` (request building, ``Retry-After`` handling, the
+``rest_client_requests_total{code,method,host}`` metric) and ``flowcontrol`` (the token bucket).
+
+Guarantees:
+
+- one ``aiohttp.ClientSession`` per :class:`Transport`, created on first use inside the running
+  loop and closed by :meth:`Transport.close`;
+- HTTP failures leave this module only as :mod:`pyctrl.client.errors` types (``raise … from``):
+  a failure ``Status`` becomes the :class:`~pyctrl.client.errors.ApiError` subclass for its reason,
+  an unreachable server or broken stream becomes :class:`~pyctrl.client.errors.TransportError`, a
+  client-side timeout :class:`~pyctrl.client.errors.RequestTimeout`;
+- reads (GET) are retried on transient failures — connection errors, 429, 500 ServerTimeout, 503,
+  504 — with exponential backoff (0.2 s doubling, cap 5 s, jittered) for ``Config.retries`` more
+  attempts; a ``Retry-After`` from the server is honoured (cap 30 s). Writes are retried only
+  when the server certainly did not act: a 429 carrying ``Retry-After``, or a refused connection;
+- every response (and every failed connection, as code ``<error>``) increments
+  ``rest_client_requests_total``;
+- with ``Config.qps`` set, requests pass a token bucket (``qps`` per second, ``burst`` deep);
+  watches hold no token while streaming.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+import orjson
+from prometheus_client import Counter
+
+from pyctrl.client.config import Config
+from pyctrl.client.errors import (
+    ApiError,
+    RequestTimeout,
+    ServerTimeout,
+    ServiceUnavailable,
+    TooManyRequests,
+    TransportError,
+    api_error_from_status,
+)
+from pyctrl.metrics import registry
+
+__all__ = ["TokenBucket", "Transport", "requests_total"]
+
+#: client-go ``rest_client_requests_total``.
+requests_total = Counter(
+    "rest_client_requests_total",
+    "Number of HTTP requests, partitioned by status code, method, and host.",
+    ["code", "method", "host"],
+    registry=registry,
+)
+
+_RETRY_AFTER_CAP = 30.0
+_BACKOFF_BASE, _BACKOFF_CAP = 0.2, 5.0
+_TRANSIENT = (TooManyRequests, ServerTimeout, ServiceUnavailable)
+_STREAM_CHUNK = 1 << 16
+
+
+class TokenBucket:
+    """client-go ``flowcontrol.NewTokenBucketRateLimiter``: ``qps`` tokens per second, ``burst`` deep."""
+
+    def __init__(self, qps: float, burst: int) -> None:
+        self._qps, self._burst = qps, float(burst)
+        self._tokens, self._last = float(burst), time.monotonic()
+        self._lock = asyncio.Lock()
+
+    async def acquire(self) -> None:
+        async with self._lock:
+            now = time.monotonic()
+            self._tokens = min(self._burst, self._tokens + (now - self._last) * self._qps)
+            self._last = now
+            if self._tokens < 1.0:
+                await asyncio.sleep((1.0 - self._tokens) / self._qps)
+                self._tokens, self._last = 1.0, time.monotonic()
+            self._tokens -= 1.0
+
+
+def _params(params: Mapping[str, Any] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in (params or {}).items():
+        if value is None or value == "":
+            continue
+        out[key] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    return out
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    value = headers.get("Retry-After")
+    try:
+        return min(float(str(value)), _RETRY_AFTER_CAP) if value is not None else None
+    except ValueError:
+        return None
+
+
+class Transport:
+    """Issues requests to the apiserver described by a :class:`~pyctrl.client.config.Config`."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.host = urlsplit(config.host).netloc
+        self._session: aiohttp.ClientSession | None = None
+        self._limiter = TokenBucket(config.qps, config.burst) if config.qps else None
+        self._ssl = config.ssl_context()
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(ssl=self._ssl, limit=0)
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                headers={"User-Agent": self.config.user_agent, "Accept": "application/json"},
+                json_serialize=lambda o: orjson.dumps(o).decode(),
+            )
+        return self._session
+
+    async def close(self) -> None:
+        """Close the HTTP session (idempotent)."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers: dict[str, str] = {}
+        auth = await self.config.authorization()
+        if auth:
+            headers["Authorization"] = auth
+        if content_type:
+            headers["Content-Type"] = content_type
+        return headers
+
+    def _count(self, code: str, method: str) -> None:
+        requests_total.labels(code=code, method=method, host=self.host).inc()
+
+    async def _once(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str],
+        body: bytes | None,
+        content_type: str | None,
+        request_timeout: float | None,
+    ) -> bytes:
+        if self._limiter is not None:
+            await self._limiter.acquire()
+        session = self._get_session()
+        url = self.config.host + path
+        try:
+            async with session.request(
+                method,
+                url,
+                params=params,
+                data=body,
+                headers=await self._headers(content_type),
+                timeout=aiohttp.ClientTimeout(total=request_timeout),
+                server_hostname=self.config.tls_server_name,
+            ) as resp:
+                data = await resp.read()
+                self._count(str(resp.status), method)
+                if resp.status >= 400:
+                    raise _api_error(data, resp.status, resp.headers)
+                return data
+        except ApiError:
+            raise
+        except TimeoutError as exc:
+            self._count("<error>", method)
+            raise RequestTimeout(f"{method} {url}: no response within {request_timeout} s") from exc
+        except aiohttp.ClientConnectorError as exc:
+            self._count("<error>", method)
+            raise _Refused(f"{method} {url}: cannot connect to the apiserver: {exc}") from exc
+        except aiohttp.ClientError as exc:
+            self._count("<error>", method)
+            raise TransportError(f"{method} {url}: {exc.__class__.__name__}: {exc}") from exc
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        body: bytes | None = None,
+        content_type: str | None = None,
+        request_timeout: float | None = None,
+    ) -> bytes:
+        """Send one request (with the retries described in the module docstring); return the body."""
+        query = _params(params)
+        timeout = self.config.timeout if request_timeout is None else request_timeout
+        attempt = 0
+        while True:
+            try:
+                return await self._once(
+                    method, path, params=query, body=body, content_type=content_type, request_timeout=timeout
+                )
+            except (TransportError, ApiError) as exc:
+                delay = self._retry_delay(method, exc, attempt)
+                if delay is None:
+                    if isinstance(exc, _Refused):
+                        raise TransportError(str(exc)) from exc.__cause__
+                    raise
+            attempt += 1
+            await asyncio.sleep(delay)
+
+    def _retry_delay(self, method: str, exc: Exception, attempt: int) -> float | None:
+        if attempt >= self.config.retries:
+            return None
+        retry_after = exc.retry_after if isinstance(exc, TooManyRequests) else None
+        if isinstance(exc, ApiError) and not isinstance(exc, _TRANSIENT):
+            return None
+        if method != "GET" and not (isinstance(exc, _Refused) or retry_after is not None):
+            return None
+        if retry_after is not None:
+            return retry_after
+        backoff = min(_BACKOFF_CAP, _BACKOFF_BASE * 2.0**attempt)
+        return backoff * (0.5 + random.random() / 2)
+
+    async def request_json(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        body: bytes | None = None,
+        content_type: str | None = None,
+    ) -> Any:
+        """:meth:`request` and parse the JSON body."""
+        data = await self.request(method, path, params=params, body=body, content_type=content_type)
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise TransportError(f"{method} {path}: response is not JSON: {data[:200]!r}") from exc
+
+    async def stream_lines(
+        self, path: str, *, params: Mapping[str, Any] | None = None, read_timeout: float | None = None
+    ) -> AsyncIterator[bytes]:
+        """GET ``path`` and yield the response body line by line (a watch stream).
+
+        Lines of any length are supported (aiohttp's own line reader caps them at 128 KiB).
+        ``read_timeout`` bounds the silence between two chunks.
+        """
+        if self._limiter is not None:
+            await self._limiter.acquire()
+        session = self._get_session()
+        url = self.config.host + path
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.config.timeout, sock_read=read_timeout)
+        try:
+            async with session.get(
+                url,
+                params=_params(params),
+                headers=await self._headers(None),
+                timeout=timeout,
+                server_hostname=self.config.tls_server_name,
+            ) as resp:
+                self._count(str(resp.status), "GET")
+                if resp.status >= 400:
+                    raise _api_error(await resp.read(), resp.status, resp.headers)
+                buffer = b""
+                async for chunk in resp.content.iter_chunked(_STREAM_CHUNK):
+                    buffer += chunk
+                    if b"\n" not in chunk:
+                        continue
+                    *lines, buffer = buffer.split(b"\n")
+                    for line in lines:
+                        if line.strip():
+                            yield line
+                if buffer.strip():
+                    yield buffer
+        except ApiError:
+            raise
+        except TimeoutError as exc:
+            raise RequestTimeout(f"watch {url}: no data for {read_timeout} s") from exc
+        except aiohttp.ClientConnectorError as exc:
+            self._count("<error>", "GET")
+            raise TransportError(f"watch {url}: cannot connect to the apiserver: {exc}") from exc
+        except aiohttp.ClientError as exc:
+            raise TransportError(f"watch {url}: {exc.__class__.__name__}: {exc}") from exc
+
+
+class _Refused(TransportError):
+    """Internal: the connection was refused, so the request was certainly not processed."""
+
+
+def _api_error(data: bytes, code: int, headers: Mapping[str, str]) -> ApiError:
+    try:
+        status: Any = orjson.loads(data) if data else None
+    except orjson.JSONDecodeError:
+        status = data.decode(errors="replace")
+    return api_error_from_status(status, code, retry_after=_retry_after(headers))

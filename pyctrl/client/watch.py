@@ -1,0 +1,134 @@
+"""Watch streams and the list/watch source informers consume.
+
+Mirrors apimachinery ``pkg/watch`` (event types, the JSON-lines stream decoder) and client-go
+``tools/cache.ListerWatcher``.
+
+Guarantees:
+
+- :func:`parse_event` turns one line of a watch stream into a :class:`RawEvent`; a line that is
+  not a JSON watch event raises :class:`~pyctrl.client.errors.TransportError` (the stream is
+  unusable), an ``ERROR`` event raises the :class:`~pyctrl.client.errors.ApiError` its ``Status``
+  maps to (``Gone``/``Expired`` for a too-old resourceVersion);
+- ``BOOKMARK`` events are passed through (they carry only a resourceVersion and, for a streaming
+  list, the ``k8s.io/initial-events-end`` annotation);
+- :class:`RESTListerWatcher` lists and watches one kind with fixed namespace and selectors, raw
+  (parsed dicts, no typed decoding): the reflector keeps bytes, so typing would be wasted work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, Protocol, TypeVar
+
+import orjson
+
+from pyctrl.client.errors import TransportError, api_error_from_status
+from pyctrl.client.interfaces import ListOptions
+from pyctrl.client.rest import Transport
+
+__all__ = [
+    "INITIAL_EVENTS_END",
+    "EventType",
+    "ListerWatcher",
+    "RESTListerWatcher",
+    "RawEvent",
+    "RawList",
+    "WatchEvent",
+    "parse_event",
+]
+
+EventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
+#: Annotation on the bookmark that ends a streaming list (``sendInitialEvents=true``).
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+_TYPES = frozenset(("ADDED", "MODIFIED", "DELETED", "BOOKMARK"))
+
+ItemT = TypeVar("ItemT")
+
+
+@dataclass(frozen=True, slots=True)
+class RawEvent:
+    type: EventType
+    object: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent(Generic[ItemT]):
+    """A decoded watch event (``client.watch`` yields these)."""
+
+    type: EventType
+    object: ItemT
+
+
+@dataclass(frozen=True, slots=True)
+class RawList:
+    items: list[dict[str, Any]]
+    resource_version: str
+    continue_: str | None
+
+
+def parse_event(line: bytes) -> RawEvent:
+    """Decode one JSON line of a watch stream (see the module docstring for errors)."""
+    try:
+        doc = orjson.loads(line)
+        kind, obj = doc["type"], doc["object"]
+    except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+        raise TransportError(f"malformed watch event: {line[:200]!r}") from exc
+    if kind == "ERROR":
+        raise api_error_from_status(obj, obj.get("code") if isinstance(obj, dict) else None)
+    if kind not in _TYPES or not isinstance(obj, dict):
+        raise TransportError(f"unknown watch event type {kind!r}")
+    return RawEvent(kind, obj)
+
+
+class ListerWatcher(Protocol):
+    """client-go ``ListerWatcher`` for one kind, namespace and selector, on raw dicts."""
+
+    async def list(self, *, resource_version: str, limit: int | None, continue_: str | None) -> RawList: ...
+
+    def watch(
+        self, *, resource_version: str, timeout_seconds: int, send_initial_events: bool = False
+    ) -> AsyncIterator[RawEvent]: ...
+
+
+class RESTListerWatcher:
+    """Lists and watches a collection path on the apiserver."""
+
+    def __init__(self, transport: Transport, path: str, options: ListOptions) -> None:
+        self._transport, self._path = transport, path
+        self._selectors = {
+            "labelSelector": str(options.label_selector) or None,
+            "fieldSelector": str(options.field_selector) or None,
+        }
+
+    async def list(self, *, resource_version: str, limit: int | None, continue_: str | None) -> RawList:
+        params = {
+            **self._selectors,
+            "resourceVersion": None if continue_ else resource_version,
+            "limit": limit,
+            "continue": continue_,
+        }
+        body = await self._transport.request("GET", self._path, params=params)
+        doc = orjson.loads(body)
+        meta = doc.get("metadata") or {}
+        return RawList(
+            doc.get("items") or [], str(meta.get("resourceVersion", "")), meta.get("continue") or None
+        )
+
+    async def watch(
+        self, *, resource_version: str, timeout_seconds: int, send_initial_events: bool = False
+    ) -> AsyncIterator[RawEvent]:
+        params: dict[str, Any] = {
+            **self._selectors,
+            "watch": True,
+            "allowWatchBookmarks": True,
+            "resourceVersion": resource_version,
+            "timeoutSeconds": timeout_seconds,
+        }
+        if send_initial_events:
+            params["sendInitialEvents"] = True
+            params["resourceVersionMatch"] = "NotOlderThan"
+        async for line in self._transport.stream_lines(
+            self._path, params=params, read_timeout=timeout_seconds + 30
+        ):
+            yield parse_event(line)

@@ -1,0 +1,259 @@
+"""The controller: sources → workqueue → workers → reconciler (controller-runtime
+``pkg/internal/controller``).
+
+Guarantees:
+- a request is never reconciled by two workers at once, and an event during a reconcile causes
+  exactly one more reconcile (the workqueue's guarantees);
+- ``max_concurrent_reconciles`` workers (default 1) run once every syncing source has synced,
+  within ``cache_sync_timeout`` (default 120 s) or ``start`` fails naming the sources;
+- each outcome is handled as in the table of :mod:`pyctrl.reconcile`; additionally a ``Conflict``
+  from the apiserver (a stale read) is requeued with backoff and counted as ``requeue``, logged at
+  info level rather than as an error (REFERENCE, operator rules);
+- an exception never kills a worker: it is logged with its traceback and counted
+  (``reconcile_errors_total``; programming errors such as ``TypeError``/``KeyError``/
+  ``AttributeError`` and a non-``Result`` return value also count in ``reconcile_panics_total``,
+  the Python analogue of a recovered Go panic);
+- ``reconciliation_timeout`` cancels a reconcile that runs too long (``reconcile_timeouts_total``);
+- every log line of a reconcile carries controller, namespace, name, reconcile_id and *trigger*:
+  what caused it (``"update Pod ns/redis-0"``, ``"requeue"`` for timed and error requeues);
+- on stop, sources are stopped, the queue is shut down and in-flight reconciles finish (the
+  manager bounds this with its graceful-shutdown timeout, then cancels).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+import typing
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from pyctrl import _access
+from pyctrl.client.errors import Conflict
+from pyctrl.controller._metrics import ControllerMetrics
+from pyctrl.event import Event, event_object, event_type
+from pyctrl.handler import RequestQueue
+from pyctrl.log import Logger, get_logger
+from pyctrl.reconcile import Reconciler, Request, Result, TerminalError
+from pyctrl.source import Source, SyncingSource
+from pyctrl.workqueue import RateLimiter, RateLimitingQueue, ShutDown
+
+__all__ = ["Controller", "ControllerError"]
+
+#: Exceptions counted as "panics": bugs in the reconciler rather than failures of the world.
+_PANIC_TYPES = (
+    TypeError,
+    AttributeError,
+    KeyError,
+    IndexError,
+    NameError,
+    AssertionError,
+    ZeroDivisionError,
+    RecursionError,
+    NotImplementedError,
+)
+
+
+class ControllerError(Exception):
+    """A controller was misconfigured or could not start."""
+
+
+def validate_reconciler(name: str, reconciler: object) -> Reconciler:
+    """Fail at start-up, not at the first event, when ``reconciler`` cannot be a Reconciler."""
+    method = getattr(reconciler, "reconcile", None)
+    if method is None or not inspect.iscoroutinefunction(method):
+        raise ControllerError(
+            f"controller {name!r}: {type(reconciler).__name__} needs "
+            "'async def reconcile(self, request: Request) -> Result'"
+        )
+    try:
+        returns = typing.get_type_hints(method).get("return", Result)
+    except Exception:  # unresolvable annotations: checked per call instead
+        returns = Result
+    if returns is not Result:
+        raise ControllerError(
+            f"controller {name!r}: {type(reconciler).__name__}.reconcile is annotated to return "
+            f"{returns!r}; it must return pyctrl.Result"
+        )
+    return typing.cast(Reconciler, reconciler)
+
+
+class _TriggerQueue:
+    """The queue a handler sees for one event: records the event as the trigger of each add."""
+
+    __slots__ = ("_controller", "_trigger")
+
+    def __init__(self, controller: Controller, trigger: str) -> None:
+        self._controller = controller
+        self._trigger = trigger
+
+    def add(self, item: Request, *, priority: int = 0) -> None:
+        self._controller.triggers[item] = self._trigger
+        self._controller.queue.add(item, priority=priority)
+
+
+class Controller:
+    """Runs ``reconciler`` for requests produced by its watched sources. A manager runnable."""
+
+    needs_leader_election = True
+
+    def __init__(
+        self,
+        name: str,
+        reconciler: object,
+        *,
+        max_concurrent_reconciles: int = 1,
+        rate_limiter: RateLimiter[Request] | None = None,
+        reconciliation_timeout: float | None = None,
+        cache_sync_timeout: float = 120.0,
+    ) -> None:
+        if not name:
+            raise ControllerError("a controller needs a non-empty name")
+        if max_concurrent_reconciles < 1:
+            raise ControllerError(f"controller {name!r}: max_concurrent_reconciles must be >= 1")
+        self.name = name
+        self.reconciler = validate_reconciler(name, reconciler)
+        self.max_concurrent_reconciles = max_concurrent_reconciles
+        self.reconciliation_timeout = reconciliation_timeout
+        self.cache_sync_timeout = cache_sync_timeout
+        self.queue: RateLimitingQueue[Request] = RateLimitingQueue(rate_limiter, name=name)
+        self.triggers: dict[Request, str] = {}
+        self.metrics = ControllerMetrics(name)
+        self.log: Logger = get_logger("pyctrl.controller", controller=name)
+        self._sources: list[Source] = []
+        self._started = False
+
+    def __repr__(self) -> str:
+        return f"Controller({self.name!r})"
+
+    # -- wiring ------------------------------------------------------------------------------
+    async def watch(self, source: Source) -> None:
+        """Add a source; after start it begins delivering at once."""
+        if not isinstance(source, Source):
+            raise ControllerError(f"controller {self.name!r}: not a source: {source!r}")
+        self._sources.append(source)
+        if self._started:
+            await source.start(self)
+
+    def for_event(self, event: Event, source: str) -> RequestQueue:
+        obj = event_object(event)
+        ns, name = _access.namespace(obj), _access.name(obj)
+        return _TriggerQueue(self, f"{event_type(event)} {source} {ns + '/' if ns else ''}{name}")
+
+    # -- running -----------------------------------------------------------------------------
+    async def start(self, stop: asyncio.Event) -> None:
+        """Start sources, wait for their sync, run workers until ``stop`` is set, then drain."""
+        if self._started:
+            raise ControllerError(f"controller {self.name!r} was already started")
+        self._started = True
+        self.metrics.max_concurrent.set(self.max_concurrent_reconciles)
+        workers: list[asyncio.Task[None]] = []
+        try:
+            for source in list(self._sources):
+                await source.start(self)
+            await self._wait_for_sync(self._sources)
+            self.log.info("Starting workers", worker_count=self.max_concurrent_reconciles)
+            workers = [
+                asyncio.create_task(self._worker(), name=f"pyctrl-{self.name}-worker-{i}")
+                for i in range(self.max_concurrent_reconciles)
+            ]
+            await stop.wait()
+            self.log.info("Shutdown signal received, waiting for all workers to finish")
+        finally:
+            for source in self._sources:
+                await source.stop()
+            self.queue.shut_down()
+            try:
+                await asyncio.gather(*workers)
+            finally:
+                for w in workers:
+                    w.cancel()
+            self.log.info("All workers finished")
+
+    async def _wait_for_sync(self, sources: Sequence[Source]) -> None:
+        syncing = [s for s in sources if isinstance(s, SyncingSource)]
+        try:
+            async with asyncio.timeout(self.cache_sync_timeout):
+                await asyncio.gather(*(s.wait_for_sync() for s in syncing))
+        except TimeoutError as exc:
+            raise ControllerError(
+                f"controller {self.name!r}: timed out after {self.cache_sync_timeout}s waiting for "
+                f"caches to sync: {', '.join(map(repr, syncing))}"
+            ) from exc
+
+    async def _worker(self) -> None:
+        while True:
+            try:
+                request, priority = await self.queue.get_with_priority()
+            except ShutDown:
+                return
+            try:
+                await self._reconcile_handler(request, priority)
+            finally:
+                self.queue.done(request)
+
+    async def _reconcile_handler(self, request: Request, priority: int) -> None:
+        log = self.log.with_values(
+            namespace=request.namespace,
+            name=request.name,
+            reconcile_id=uuid.uuid4().hex[:12],
+            trigger=self.triggers.pop(request, "requeue"),
+        )
+        self.metrics.active.inc()
+        started = time.perf_counter()
+        try:
+            outcome = await self._reconcile(request)
+        finally:
+            self.metrics.active.dec()
+            self.metrics.time.observe(time.perf_counter() - started)
+        q, m = self.queue, self.metrics
+        match outcome:
+            case TerminalError():
+                q.forget(request)
+                m.errors.inc()
+                m.terminal.inc()
+                m.total["error"].inc()
+                log.error("Reconciler error (terminal, not retried)", exc_info=outcome)
+            case Conflict():
+                q.add_rate_limited(request, priority=priority)
+                m.total["requeue"].inc()
+                log.info("Conflict (stale read), requeuing", error=str(outcome))
+            case BaseException():
+                q.add_rate_limited(request, priority=priority)
+                m.errors.inc()
+                m.total["error"].inc()
+                log.error("Reconciler error", exc_info=outcome)
+            case Result(requeue_after=after) if after:
+                q.forget(request)
+                q.add_after(request, after, priority=outcome.priority or 0)
+                m.total["requeue_after"].inc()
+            case Result(requeue=True):
+                q.add_rate_limited(request, priority=outcome.priority or 0)
+                m.total["requeue"].inc()
+            case _:
+                q.forget(request)
+                m.total["success"].inc()
+        if log.is_enabled_for(10):
+            log.debug("Reconcile done", duration_s=round(time.perf_counter() - started, 6))
+
+    async def _reconcile(self, request: Request) -> Result | BaseException:
+        """Run the reconciler once; return its Result or the exception it raised."""
+        deadline = asyncio.timeout(self.reconciliation_timeout)  # None: no deadline
+        try:
+            async with deadline:
+                result: Any = await self.reconciler.reconcile(request)
+        except Exception as exc:
+            if isinstance(exc, TimeoutError) and deadline.expired():
+                self.metrics.timeouts.inc()
+                return TimeoutError(
+                    f"reconcile exceeded the reconciliation timeout ({self.reconciliation_timeout}s)"
+                )
+            if isinstance(exc, _PANIC_TYPES):
+                self.metrics.panics.inc()
+            return exc
+        if not isinstance(result, Result):
+            self.metrics.panics.inc()
+            return TypeError(f"reconcile returned {type(result).__name__}, expected pyctrl.Result")
+        return result

@@ -1,0 +1,142 @@
+"""Map events to reconcile requests (controller-runtime ``pkg/handler``).
+
+A handler receives an event and a ``RequestQueue`` (the controller's workqueue, seen through
+``add``) and enqueues the ``Request``s the event implies:
+
+- ``enqueue_request_for_object()``: the object itself;
+- ``enqueue_request_for_owner(owner_kind, only_controller=True)``: the owner named by the object's
+  ownerReferences (by default only the *controller* owner), in the object's namespace; for updates
+  both the old and the new owners, so moving ownership reconciles both;
+- ``enqueue_requests_from_map_func(fn)``: whatever ``fn(obj)`` returns (old and new on update).
+
+Priorities (controller-runtime priority queue): objects from an informer's initial list and
+resync updates (resourceVersion unchanged) are enqueued at ``LOW_PRIORITY`` so live changes go
+first; everything else at priority 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from pyctrl import _access
+from pyctrl.client.gvk import GroupVersionKind
+from pyctrl.client.scheme import Kind, kind_gvk
+from pyctrl.event import CreateEvent, DeleteEvent, Event, GenericEvent, UpdateEvent
+from pyctrl.reconcile import Request
+from pyctrl.workqueue import LOW_PRIORITY
+
+__all__ = [
+    "EventHandler",
+    "MapFunc",
+    "RequestQueue",
+    "dispatch",
+    "enqueue_request_for_object",
+    "enqueue_request_for_owner",
+    "enqueue_requests_from_map_func",
+]
+
+
+class RequestQueue(Protocol):
+    """The part of the workqueue a handler uses."""
+
+    def add(self, item: Request, *, priority: int = 0) -> None: ...
+
+
+@runtime_checkable
+class EventHandler(Protocol):
+    def create(self, event: CreateEvent, queue: RequestQueue) -> None: ...
+    def update(self, event: UpdateEvent, queue: RequestQueue) -> None: ...
+    def delete(self, event: DeleteEvent, queue: RequestQueue) -> None: ...
+    def generic(self, event: GenericEvent, queue: RequestQueue) -> None: ...
+
+
+MapFunc = Callable[[Any], Iterable[Request]]
+
+
+def dispatch(handler: EventHandler, event: Event, queue: RequestQueue) -> None:
+    """Call the handler method for the event's type."""
+    match event:
+        case CreateEvent():
+            handler.create(event, queue)
+        case UpdateEvent():
+            handler.update(event, queue)
+        case DeleteEvent():
+            handler.delete(event, queue)
+        case GenericEvent():
+            handler.generic(event, queue)
+
+
+def _update_priority(event: UpdateEvent) -> int:
+    unchanged = _access.resource_version(event.object_old) == _access.resource_version(event.object_new)
+    return LOW_PRIORITY if unchanged else 0
+
+
+@dataclass(frozen=True)
+class _MapHandler:
+    """Shared body: map each object of an event to requests and enqueue them, deduplicated."""
+
+    map_object: MapFunc
+
+    def _add(self, queue: RequestQueue, objects: Iterable[Any], priority: int) -> None:
+        seen: set[Request] = set()
+        for obj in objects:
+            for request in self.map_object(obj):
+                if request not in seen:
+                    seen.add(request)
+                    queue.add(request, priority=priority)
+
+    def create(self, event: CreateEvent, queue: RequestQueue) -> None:
+        self._add(queue, [event.object], LOW_PRIORITY if event.is_in_initial_list else 0)
+
+    def update(self, event: UpdateEvent, queue: RequestQueue) -> None:
+        self._add(queue, [event.object_new, event.object_old], _update_priority(event))
+
+    def delete(self, event: DeleteEvent, queue: RequestQueue) -> None:
+        self._add(queue, [event.object], 0)
+
+    def generic(self, event: GenericEvent, queue: RequestQueue) -> None:
+        self._add(queue, [event.object], 0)
+
+
+def _self_request(obj: Any) -> list[Request]:
+    return [Request(_access.namespace(obj), _access.name(obj))]
+
+
+def enqueue_request_for_object() -> EventHandler:
+    """Enqueue the object of each event (for updates, the new object: same name as the old)."""
+
+    @dataclass(frozen=True)
+    class _ForObject(_MapHandler):
+        def update(self, event: UpdateEvent, queue: RequestQueue) -> None:
+            self._add(queue, [event.object_new], _update_priority(event))
+
+    return _ForObject(_self_request)
+
+
+def enqueue_request_for_owner(owner_kind: Kind, *, only_controller: bool = True) -> EventHandler:
+    """Enqueue the owner of kind ``owner_kind`` named in each object's ownerReferences."""
+    owner: GroupVersionKind = kind_gvk(owner_kind)
+
+    def owners(obj: Any) -> list[Request]:
+        out = []
+        for ref in _access.owner_references(obj):
+            if only_controller and not ref.get("controller"):
+                continue
+            try:
+                ref_gvk = GroupVersionKind.from_api_version(
+                    str(ref.get("apiVersion", "")), str(ref.get("kind"))
+                )
+            except ValueError:
+                continue
+            if (ref_gvk.group, ref_gvk.kind) == (owner.group, owner.kind):
+                out.append(Request(_access.namespace(obj), str(ref.get("name", ""))))
+        return out
+
+    return _MapHandler(owners)
+
+
+def enqueue_requests_from_map_func(fn: MapFunc) -> EventHandler:
+    """Enqueue whatever ``fn(obj)`` returns for each object of an event."""
+    return _MapHandler(fn)

@@ -1,0 +1,313 @@
+"""The informer cache: one informer per kind, started lazily, read from memory.
+
+Mirrors controller-runtime ``pkg/cache`` (``informerCache``: ``Get``/``List`` from informers,
+``GetInformer``, ``IndexField``, ``WaitForCacheSync``, ``Options.ByObject`` with namespaces,
+selectors and transforms, ``DefaultTransform`` stripping managedFields).
+
+Guarantees:
+
+- one informer (per namespace when ``namespaces`` is set) per kind, whether the kind is named by
+  its typed class or by its GVK; created on the first ``get_informer``/``index_field``/read, and
+  started at once if the cache runs, else by :meth:`Cache.start`;
+- ``get``/``list`` answer from memory after the kind's informer synced; they raise
+  :class:`~pyctrl.client.errors.CacheNotStarted` before ``start()`` and
+  :class:`~pyctrl.client.errors.CacheSyncTimeout` when the informer cannot sync within
+  ``sync_timeout``; an unknown kind fails at once with ``UnknownKind``;
+- a caller can never corrupt the cache: every read decodes fresh objects from stored bytes;
+- ``list`` filters by namespace, label selector and field selector; a field other than
+  ``metadata.name``/``metadata.namespace`` must have an index (:meth:`Cache.index_field`),
+  else :class:`~pyctrl.client.errors.FieldNotIndexed`; only exact matches (``=``) are supported,
+  as in controller-runtime; ``limit`` truncates, ``continue_`` is not supported;
+- :meth:`Cache.stop` stops every informer and handler task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar, overload
+
+from pyctrl.cache.informer import Informer, Registration, ResourceEventHandler, decoder_for
+from pyctrl.cache.reflector import Transform, strip_managed_fields
+from pyctrl.cache.store import Key
+from pyctrl.cache.watcher import Backoff
+from pyctrl.client.errors import CacheError, CacheNotStarted, CacheSyncTimeout, FieldNotIndexed, NotFound
+from pyctrl.client.gvk import GroupVersionKind
+from pyctrl.client.interfaces import ListOptions, ObjectList
+from pyctrl.client.objects import KubeObject
+from pyctrl.client.restmapper import RESTMapping
+from pyctrl.client.scheme import Kind, kind_gvk
+from pyctrl.client.selectors import FieldSelector, Selector
+from pyctrl.client.watch import ListerWatcher
+
+__all__ = ["ByObject", "Cache", "KindInformer", "ListWatchSource"]
+
+T = TypeVar("T", bound=KubeObject)
+_DEFAULT: Any = object()
+
+
+class ListWatchSource(Protocol):
+    """Where informers get their data: ``ApiClient`` or ``FakeClient``."""
+
+    async def mapping(self, kind: Kind) -> RESTMapping: ...
+
+    async def list_watcher(self, kind: Kind, options: ListOptions) -> ListerWatcher: ...
+
+
+@dataclass(frozen=True)
+class ByObject:
+    """Per-kind cache options (controller-runtime ``cache.ByObject``)."""
+
+    namespaces: Sequence[str] | None = None
+    labels: Mapping[str, str] | None = None
+    label_selector: str | None = None
+    fields: Mapping[str, str] | None = None
+    field_selector: str | None = None
+    #: Rewrites raw objects before caching; default: the cache's ``default_transform``.
+    transform: Transform | None = _DEFAULT
+
+
+class KindInformer:
+    """The informer(s) of one kind: one per cached namespace, or one for all namespaces."""
+
+    def __init__(self, kind: Kind, informers: dict[str | None, Informer], namespaced: bool) -> None:
+        self.kind = kind
+        self.informers = informers
+        self.namespaced = namespaced
+
+    def add_event_handler(self, handler: ResourceEventHandler) -> list[Registration]:
+        """Register ``handler`` on every underlying informer; returns the registrations."""
+        return [i.add_event_handler(handler, kind=self.kind) for i in self.informers.values()]
+
+    async def remove_event_handler(self, registrations: list[Registration]) -> None:
+        for informer in self.informers.values():
+            for reg in registrations:
+                await informer.remove_event_handler(reg)
+
+    def has_synced(self) -> bool:
+        return all(i.has_synced() for i in self.informers.values())
+
+    async def wait_for_sync(self, timeout: float | None = None) -> bool:  # noqa: ASYNC109 (controller-runtime API)
+        results = await asyncio.gather(*(i.wait_for_sync(timeout) for i in self.informers.values()))
+        return all(results)
+
+    def _for_namespace(self, namespace: str | None) -> list[Informer]:
+        if None in self.informers or not self.namespaced:
+            return list(self.informers.values())
+        if namespace is None:
+            return list(self.informers.values())
+        if namespace not in self.informers:
+            cached = ", ".join(sorted(str(n) for n in self.informers))
+            raise CacheError(
+                f"namespace {namespace!r} is not cached for {kind_gvk(self.kind).kind} (cached: {cached})"
+            )
+        return [self.informers[namespace]]
+
+
+class Cache:
+    """controller-runtime's informer cache (see the module docstring)."""
+
+    def __init__(
+        self,
+        source: ListWatchSource,
+        *,
+        by_object: Mapping[Kind, ByObject] | None = None,
+        default_namespaces: Sequence[str] | None = None,
+        default_transform: Transform | None = strip_managed_fields,
+        resync_period: float | None = None,
+        watch_list: bool = True,
+        page_size: int = 500,
+        sync_timeout: float | None = 120.0,
+        backoff: Callable[[], Backoff] = Backoff,
+    ) -> None:
+        self._source = source
+        self._by_object = {kind_gvk(k): v for k, v in (by_object or {}).items()}
+        self._default_namespaces = default_namespaces
+        self._default_transform = default_transform
+        self._resync_period = resync_period
+        self._watch_list = watch_list
+        self._page_size = page_size
+        self._sync_timeout = sync_timeout
+        self._backoff = backoff
+        self._kinds: dict[GroupVersionKind, KindInformer] = {}
+        self._lock = asyncio.Lock()
+        self._started = False
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    @property
+    def started(self) -> bool:
+        return self._started
+
+    async def start(self) -> None:
+        """Start every informer created so far; later ones start on creation."""
+        self._started = True
+        for ki in self._kinds.values():
+            for informer in ki.informers.values():
+                informer.start()
+
+    async def stop(self) -> None:
+        self._started = False
+        for ki in self._kinds.values():
+            for informer in ki.informers.values():
+                await informer.stop()
+
+    async def wait_for_cache_sync(self, timeout: float | None = None) -> bool:  # noqa: ASYNC109 (controller-runtime API)
+        """Wait until every informer created so far has synced; ``False`` on timeout."""
+        if not self._started:
+            raise CacheNotStarted("wait_for_cache_sync before Cache.start()")
+        results = await asyncio.gather(*(ki.wait_for_sync(timeout) for ki in self._kinds.values()))
+        return all(results)
+
+    # -- informers ------------------------------------------------------------------------------
+    async def get_informer(self, kind: Kind) -> KindInformer:
+        """The informer(s) of ``kind``, created (and started if the cache runs) on first use."""
+        gvk = kind_gvk(kind)
+        existing = self._kinds.get(gvk)
+        if existing is not None:
+            return KindInformer(kind, existing.informers, existing.namespaced)
+        async with self._lock:
+            if gvk not in self._kinds:
+                self._kinds[gvk] = await self._create(kind)
+            ki = self._kinds[gvk]
+        return KindInformer(kind, ki.informers, ki.namespaced)
+
+    async def _create(self, kind: Kind) -> KindInformer:
+        opts = self._by_object.get(kind_gvk(kind), ByObject())
+        mapping = await self._source.mapping(kind)
+        namespaces = opts.namespaces if opts.namespaces is not None else self._default_namespaces
+        scopes: list[str | None] = list(namespaces) if namespaces and mapping.namespaced else [None]
+        transform = self._default_transform if opts.transform is _DEFAULT else opts.transform
+        informers: dict[str | None, Informer] = {}
+        for ns in scopes:
+            list_opts = ListOptions.build(
+                namespace=ns,
+                labels=opts.labels,
+                label_selector=opts.label_selector,
+                fields=opts.fields,
+                field_selector=opts.field_selector,
+            )
+            lw = await self._source.list_watcher(kind, list_opts)
+            informer = Informer(
+                lw,
+                kind,
+                transform=transform,
+                watch_list=self._watch_list,
+                page_size=self._page_size,
+                resync_period=self._resync_period,
+                backoff=self._backoff(),
+            )
+            informers[ns] = informer
+            if self._started:
+                informer.start()
+        return KindInformer(kind, informers, mapping.namespaced)
+
+    async def index_field(self, kind: Kind, field: str, fn: Callable[[Any], list[str]]) -> None:
+        """Index ``kind`` by ``fn(obj)`` so ``list(kind, fields={field: value})`` works from memory."""
+        if field in ("metadata.name", "metadata.namespace"):
+            raise ValueError(f"{field} is indexed already")
+        ki = await self.get_informer(kind)
+        for informer in ki.informers.values():
+            informer.add_index(field, fn)
+
+    async def _synced_informers(
+        self, kind: Kind, namespace: str | None
+    ) -> tuple[KindInformer, list[Informer]]:
+        if not self._started:
+            raise CacheNotStarted(f"cannot read {kind_gvk(kind).kind}: the cache is not started")
+        ki = await self.get_informer(kind)
+        informers = ki._for_namespace(namespace)
+        for informer in informers:
+            if not await informer.wait_for_sync(self._sync_timeout):
+                raise CacheSyncTimeout(
+                    f"informer for {kind_gvk(kind)} did not sync within {self._sync_timeout} s"
+                )
+        return ki, informers
+
+    # -- Reader ---------------------------------------------------------------------------------
+    @overload
+    async def get(self, kind: type[T], name: str, *, namespace: str | None = None) -> T: ...
+    @overload
+    async def get(
+        self, kind: GroupVersionKind, name: str, *, namespace: str | None = None
+    ) -> dict[str, Any]: ...
+    async def get(self, kind: Kind, name: str, *, namespace: str | None = None) -> Any:
+        ki, informers = await self._synced_informers(kind, namespace)
+        if ki.namespaced and not namespace:
+            raise ValueError(f"{kind_gvk(kind).kind} is namespaced: a namespace is required")
+        for informer in informers:
+            data = informer.store.get(namespace or "", name)
+            if data is not None:
+                return decoder_for(kind)(data)
+        plural = kind_gvk(kind).kind.lower()
+        raise NotFound({"reason": "NotFound", "code": 404, "message": f'{plural} "{name}" not found'})
+
+    @overload
+    async def list(
+        self,
+        kind: type[T],
+        *,
+        namespace: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        label_selector: str | Selector | None = None,
+        fields: Mapping[str, str] | None = None,
+        field_selector: str | FieldSelector | None = None,
+        limit: int | None = None,
+        continue_: str | None = None,
+    ) -> ObjectList[T]: ...
+    @overload
+    async def list(
+        self,
+        kind: GroupVersionKind,
+        *,
+        namespace: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        label_selector: str | Selector | None = None,
+        fields: Mapping[str, str] | None = None,
+        field_selector: str | FieldSelector | None = None,
+        limit: int | None = None,
+        continue_: str | None = None,
+    ) -> ObjectList[dict[str, Any]]: ...
+    async def list(self, kind: Kind, **options: Any) -> ObjectList[Any]:
+        opts = ListOptions.build(**options)
+        if opts.continue_:
+            raise ValueError("the cache does not page: continue_ is not supported (use limit only)")
+        _, informers = await self._synced_informers(kind, opts.namespace)
+        found: list[bytes] = []
+        for informer in informers:
+            keys = _field_keys(informer, opts.namespace, opts.field_selector)
+            if keys is None:
+                found.extend(informer.store.list(namespace=opts.namespace, selector=opts.label_selector))
+            else:
+                found.extend(informer.store.get_many(keys, opts.label_selector))
+        if opts.limit:
+            found = found[: opts.limit]
+        rv = informers[0].reflector.last_sync_resource_version if len(informers) == 1 else ""
+        decode = decoder_for(kind)
+        return ObjectList([decode(data) for data in found], rv)
+
+
+def _field_keys(informer: Informer, namespace: str | None, selector: FieldSelector) -> set[Key] | None:
+    """Keys matching every field clause via indexes; ``None`` when there is no field clause."""
+    if not selector:
+        return None
+    keys: set[Key] | None = None
+    store = informer.store
+    for field, op, value in selector.clauses:
+        if op != "=":
+            raise FieldNotIndexed(f"the cache supports only exact field matches, not {field}{op}{value}")
+        if field == "metadata.namespace":
+            match = {k for k in store.all_keys() if k[0] == value}
+        elif field == "metadata.name":
+            match = {k for k in store.all_keys() if k[1] == value}
+        elif store.has_index(field):
+            match = store.lookup(field, value)
+        else:
+            raise FieldNotIndexed(
+                f"field {field!r} is not indexed for {informer.name}: call cache.index_field first"
+            )
+        keys = match if keys is None else keys & match
+    assert keys is not None
+    if namespace is not None:
+        keys = {k for k in keys if k[0] == namespace}
+    return keys

@@ -1,0 +1,136 @@
+"""The reflector: applies watcher events to the store and reports what changed.
+
+Mirrors client-go ``tools/cache.Reflector`` + ``DeltaFIFO.Replace`` (the diff of a relist against
+the store, with ``DeletedFinalStateUnknown`` tombstones) and kube-rs ``reflector`` (the single
+writer of a store).
+
+Guarantees:
+
+- the store's only writer; each event is applied completely before the next is read;
+- every object passes the transform (default :func:`strip_managed_fields`) before it is stored or
+  reported, and is stored without ``apiVersion``/``kind`` (the kind is known; decoding adds them);
+- during a (re)list the previous content stays readable; at ``InitDone`` the new listing replaces
+  it at once and the difference is reported: new keys as adds, present keys as updates (old, new),
+  keys that vanished as deletes flagged ``tombstone`` — the object was deleted while the watch
+  was down and its final state is unknown;
+- adds from the first listing are flagged ``in_initial_list``; ``synced`` turns true at the first
+  ``InitDone`` and stays true.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import orjson
+
+from pyctrl.cache.store import Key, Store, StoredObject
+from pyctrl.cache.watcher import Apply, Delete, Init, InitDone, InitPage, Watcher, WatcherEvent
+
+__all__ = ["Change", "Reflector", "Transform", "strip_managed_fields"]
+
+#: Rewrites a raw object before it is cached; may modify and return its argument.
+Transform = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def strip_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    """The default transform: drop ``metadata.managedFields`` (large, rarely read by controllers)."""
+    meta = obj.get("metadata")
+    if meta:
+        meta.pop("managedFields", None)
+    return obj
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One change to report to handlers; objects as stored (JSON bytes)."""
+
+    type: Literal["add", "update", "delete"]
+    key: Key
+    old: bytes | None
+    new: bytes | None
+    in_initial_list: bool = False
+    tombstone: bool = False
+
+
+class Reflector:
+    """Keeps ``store`` equal to what ``watcher`` reports; passes each :class:`Change` to ``notify``."""
+
+    def __init__(
+        self,
+        store: Store,
+        watcher: Watcher,
+        *,
+        notify: Callable[[Change], None],
+        transform: Transform | None = strip_managed_fields,
+    ) -> None:
+        self.store = store
+        self.watcher = watcher
+        self._notify = notify
+        self._transform = transform
+        self._pending: dict[Key, StoredObject] | None = None
+        self.synced = False
+        #: resourceVersion of the last applied listing or event.
+        self.last_sync_resource_version = ""
+
+    async def run(self) -> None:
+        """Apply watcher events until cancelled."""
+        async for event in self.watcher.events():
+            self.apply(event)
+
+    def _entry(self, obj: dict[str, Any]) -> tuple[Key, StoredObject]:
+        if self._transform is not None:
+            obj = self._transform(obj)
+        obj.pop("apiVersion", None)
+        obj.pop("kind", None)
+        meta = obj.get("metadata") or {}
+        key = (meta.get("namespace") or "", meta.get("name") or "")
+        return key, self.store.make_entry(orjson.dumps(obj), meta.get("labels"))
+
+    def apply(self, event: WatcherEvent) -> None:
+        """Apply one watcher event (synchronous: a write is never interleaved with reads)."""
+        match event:
+            case Init():
+                self._pending = {}
+            case InitPage(items):
+                pending = self._pending if self._pending is not None else {}
+                self._pending = pending
+                for item in items:
+                    key, entry = self._entry(item)
+                    pending[key] = entry
+            case InitDone(rv):
+                self._replace(self._pending or {})
+                self._pending = None
+                self.last_sync_resource_version = rv
+            case Apply(obj):
+                key, entry = self._entry(obj)
+                old = self.store.upsert(key, entry)
+                self._track(obj)
+                if old is None:
+                    self._notify(Change("add", key, None, entry.data))
+                else:
+                    self._notify(Change("update", key, old.data, entry.data))
+            case Delete(obj):
+                key, entry = self._entry(obj)
+                self.store.delete(key)
+                self._track(obj)
+                self._notify(Change("delete", key, entry.data, None))
+
+    def _track(self, obj: dict[str, Any]) -> None:
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if rv:
+            self.last_sync_resource_version = str(rv)
+
+    def _replace(self, entries: dict[Key, StoredObject]) -> None:
+        initial = not self.synced
+        previous = self.store.replace(entries)
+        self.synced = True
+        for key, entry in entries.items():
+            old = previous.pop(key, None)
+            if old is None:
+                self._notify(Change("add", key, None, entry.data, in_initial_list=initial))
+            else:
+                self._notify(Change("update", key, old.data, entry.data))
+        for key, old in previous.items():
+            self._notify(Change("delete", key, old.data, None, tombstone=True))

@@ -1,0 +1,77 @@
+"""``python -m pyctrl.envtest.node``: run the local node agent (see ``pyctrl.envtest.node``).
+
+Logs to stderr. SIGTERM or SIGINT stops every Pod process (SIGTERM, ``--stop-grace`` seconds,
+SIGKILL) and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from pyctrl.envtest.node.agent import NodeAgent, NodeConfig
+from pyctrl.envtest.node.images import DEFAULT_IMAGE_MAP
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[NodeConfig, bool]:
+    parser = argparse.ArgumentParser(
+        prog="python -m pyctrl.envtest.node",
+        description="A local node: registers a Node and runs its Pods' containers as local processes.",
+    )
+    parser.add_argument(
+        "--kubeconfig", type=Path, required=True, help="admin kubeconfig of the control plane"
+    )
+    parser.add_argument("--state-dir", type=Path, required=True, help="pod dirs, logs and volume data")
+    parser.add_argument("--node-name", default="local-node")
+    parser.add_argument(
+        "--image-map",
+        action="append",
+        metavar="PATTERN=EXECUTABLE",
+        help="fnmatch pattern of images -> executable, first match wins; repeatable; "
+        f"rules given replace the default ({' '.join(DEFAULT_IMAGE_MAP)})",
+    )
+    parser.add_argument("--backoff-initial", type=float, default=10.0, help="crash-loop back-off start (s)")
+    parser.add_argument("--backoff-max", type=float, default=300.0, help="crash-loop back-off cap (s)")
+    parser.add_argument(
+        "--stop-grace", type=float, default=5.0, help="SIGTERM grace for pods on node stop (s)"
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    args = parser.parse_args(argv)
+    return NodeConfig(
+        kubeconfig=args.kubeconfig,
+        state_dir=args.state_dir.resolve(),
+        node_name=args.node_name,
+        image_map=args.image_map or list(DEFAULT_IMAGE_MAP),
+        backoff_initial=args.backoff_initial,
+        backoff_max=args.backoff_max,
+        stop_grace=args.stop_grace,
+    ), args.verbose
+
+
+async def _serve(config: NodeConfig) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await NodeAgent(config).run(stop)
+
+
+def main(argv: list[str] | None = None) -> int:
+    config, verbose = parse_args(argv)
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    logging.getLogger("aiohttp").setLevel(logging.WARNING)
+    asyncio.run(_serve(config))
+    logging.getLogger(__name__).info("local node stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""The local node agent: kubelet (plus scheduler and volume provisioner) for one Node.
+
+Start order: watches (Pods bound here, pending Pods, claims, volumes) → initial lists synced →
+Node registered Ready and Lease renewed → Pod workers run as Pods arrive. Stop order: every Pod's
+containers (SIGTERM, ``stop_grace`` seconds, SIGKILL, in parallel) → Node reported NotReady →
+connections closed.
+
+Guarantees:
+- the Node turns Ready only after every watch has its initial list, so a Pod created once the
+  Node is Ready is seen;
+- one worker per Pod uid (``pod.PodWorker``); the worker always sees the Pod's latest version;
+  a Pod recreated with the same name is a new uid and a new worker; a finished worker is never
+  restarted for the same uid;
+- claim and volume events wake the workers still waiting for their volumes;
+- ``run`` returns only after every container process of every Pod is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyctrl.envtest.node.addresses import AddressPool, claim_block
+from pyctrl.envtest.node.images import DEFAULT_IMAGE_MAP, ImageMap
+from pyctrl.envtest.node.kube import Informer, Kube
+from pyctrl.envtest.node.nodestatus import NodeStatus, machine_capacity
+from pyctrl.envtest.node.pod import NodeContext, PodWorker
+from pyctrl.envtest.node.provisioner import Provisioner
+from pyctrl.envtest.node.scheduler import Scheduler
+
+__all__ = ["NodeAgent", "NodeConfig"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class NodeConfig:
+    kubeconfig: Path
+    state_dir: Path
+    node_name: str = "local-node"
+    image_map: list[str] = field(default_factory=lambda: list(DEFAULT_IMAGE_MAP))
+    backoff_initial: float = 10.0
+    backoff_max: float = 300.0
+    stop_grace: float = 5.0
+
+
+class NodeAgent:
+    def __init__(self, config: NodeConfig) -> None:
+        self.config = config
+        self.image_map = ImageMap.parse(config.image_map)
+        self.workers: dict[str, PodWorker] = {}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._finished: set[str] = set()
+        self._ctx: NodeContext | None = None
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Serve until ``stop`` is set, then stop every Pod process and return."""
+        config = self.config
+        config.state_dir.mkdir(parents=True, exist_ok=True)
+        block, lock = claim_block()
+        kube = await Kube.from_kubeconfig(str(config.kubeconfig))
+        background: list[asyncio.Task[Any]] = []
+        try:
+            capacity = machine_capacity(config.state_dir)
+            node = NodeStatus(kube, config.node_name, capacity)
+            provisioner = Provisioner(kube, config.state_dir / "volumes", on_claims_changed=self._poke_all)
+            self._ctx = NodeContext(
+                kube=kube,
+                node_name=config.node_name,
+                state_dir=config.state_dir,
+                image_map=self.image_map,
+                addresses=AddressPool(block),
+                claim_path=provisioner.claim_path,
+                capacity=capacity,
+                backoff_initial=config.backoff_initial,
+                backoff_max=config.backoff_max,
+            )
+            pods = Informer(
+                kube, "/api/v1/pods", self._pod_changed, field_selector=f"spec.nodeName={config.node_name}"
+            )
+            scheduler = Scheduler(kube, config.node_name, node.labels)
+            background = [
+                asyncio.create_task(pods.run(), name="pods"),
+                asyncio.create_task(scheduler.run(), name="scheduler"),
+                asyncio.create_task(provisioner.run(), name="provisioner"),
+            ]
+            synced = [
+                pods.synced,
+                scheduler.informer.synced,
+                provisioner.claims.synced,
+                provisioner.volumes.synced,
+            ]
+            waiting: asyncio.Future[Any] = asyncio.gather(*(e.wait() for e in synced))
+            stopped: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
+            await asyncio.wait([waiting, stopped], return_when=asyncio.FIRST_COMPLETED)
+            if stop.is_set():
+                waiting.cancel()
+                return
+            await node.register()
+            log.info(
+                "node %s Ready (pod addresses 127.%d.x.y, state %s, images %s)",
+                config.node_name,
+                block,
+                config.state_dir,
+                config.image_map,
+            )
+            background.append(asyncio.create_task(node.run(), name="heartbeat"))
+            await stop.wait()
+            log.info("stopping: %d pod(s)", len(self.workers))
+            await self._stop_pods()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(node.set_ready(False), 3)
+        finally:
+            await self._stop_pods()
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
+            await kube.close()
+            lock.close()
+
+    async def _stop_pods(self) -> None:
+        workers = list(self.workers.values())
+        await asyncio.gather(*(w.stop(self.config.stop_grace, pre_stop=False) for w in workers))
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _poke_all(self) -> None:
+        for worker in self.workers.values():
+            if not worker.sandbox_ready:
+                worker.poke()
+
+    def _pod_changed(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        obj = new or old
+        assert obj is not None
+        uid = obj["metadata"]["uid"]
+        if new is None:
+            self._finished.discard(uid)
+            worker = self.workers.get(uid)
+            if worker is not None:
+                worker.remove()
+            return
+        if uid in self._finished:
+            return
+        worker = self.workers.get(uid)
+        if worker is not None:
+            worker.update(new)
+            return
+        assert self._ctx is not None
+        worker = PodWorker(self._ctx, new)
+        self.workers[uid] = worker
+        task = asyncio.create_task(
+            worker.run(), name=f"pod {obj['metadata']['namespace']}/{obj['metadata']['name']}"
+        )
+        self._tasks[uid] = task
+        task.add_done_callback(lambda t: self._worker_done(uid, t))
+
+    def _worker_done(self, uid: str, task: asyncio.Task[None]) -> None:
+        self.workers.pop(uid, None)
+        self._tasks.pop(uid, None)
+        self._finished.add(uid)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("pod worker %s failed", uid, exc_info=task.exception())

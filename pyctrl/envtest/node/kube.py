@@ -1,0 +1,207 @@
+"""apiserver access for the local node, over kubernetes-asyncio's authenticated transport.
+
+The node deliberately does not use ``pyctrl.client``: the test infrastructure stays independent of
+the code under test. Objects are plain JSON dicts (as the apiserver sends them).
+
+Guarantees:
+- ``request`` returns the decoded JSON body of a 2xx answer and raises ``ApiError`` (with the HTTP
+  status and the apiserver's message) otherwise; connection errors propagate as ``OSError`` /
+  ``aiohttp.ClientError``;
+- ``watch`` yields each event (``{"type", "object"}``) of one watch request until the server ends it;
+  an ``ERROR`` event is raised as ``ApiError`` with its code (410 when the resourceVersion is too old);
+- ``Informer`` (client-go ``Reflector`` + store, trimmed): list, then watch from the list's
+  resourceVersion with bookmarks; re-watch from the last seen version when a watch ends; re-list
+  on 410 Gone; back off 0.8 s doubling to 30 s on errors. The handler sees every change as
+  ``(old, new)`` with ``None`` for absent, including deletions noticed only on a re-list.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio.config import new_client_from_config
+
+__all__ = ["ApiError", "Informer", "Kube"]
+
+log = logging.getLogger(__name__)
+
+MERGE_PATCH = "application/merge-patch+json"
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, reason: str = "") -> None:
+        super().__init__(f"HTTP {status}: {message}")
+        self.status, self.message, self.reason = status, message, reason
+
+
+class Kube:
+    def __init__(self, api_client: Any) -> None:
+        self._api = api_client
+
+    @classmethod
+    async def from_kubeconfig(cls, path: str) -> Kube:
+        return cls(await new_client_from_config(config_file=path, persist_config=False))
+
+    @property
+    def host(self) -> str:
+        return str(self._api.configuration.host)
+
+    async def close(self) -> None:
+        await self._api.close()
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: dict[str, Any] | None,
+        body: Any,
+        content_type: str,
+        limit: Any,
+    ) -> aiohttp.ClientResponse:
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        params = [(k, v) for k, v in (query or {}).items() if v is not None]
+        resp: aiohttp.ClientResponse = await self._api.call_api(
+            path,
+            method,
+            query_params=params,
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=limit,
+        )
+        if resp.status >= 300:
+            text = await resp.text()
+            resp.release()
+            try:
+                decoded = json.loads(text)
+                raise ApiError(resp.status, decoded.get("message", text), decoded.get("reason", ""))
+            except ValueError:
+                raise ApiError(resp.status, text) from None
+        return resp
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: dict[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        seconds: float = 30.0,
+    ) -> dict[str, Any]:
+        """One request; ``seconds`` bounds it as a whole."""
+        resp = await self._send(
+            method, path, query=query, body=body, content_type=content_type, limit=seconds
+        )
+        try:
+            data: dict[str, Any] = await resp.json(content_type=None)
+        finally:
+            resp.release()
+        return data
+
+    async def get(self, path: str, **query: Any) -> dict[str, Any]:
+        return await self.request("GET", path, query=query)
+
+    async def patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await self.request("PATCH", path, body=body, content_type=MERGE_PATCH)
+
+    async def watch(self, path: str, query: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+        params = dict(query, watch="true", allowWatchBookmarks="true")
+        limit = aiohttp.ClientTimeout(
+            total=None, sock_connect=10, sock_read=int(params["timeoutSeconds"]) + 30
+        )
+        resp = await self._send(
+            "GET", path, query=params, body=None, content_type="application/json", limit=limit
+        )
+        buffer = b""
+        try:
+            async for chunk in resp.content.iter_any():
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    event: dict[str, Any] = json.loads(line)
+                    if event.get("type") == "ERROR":
+                        status = event.get("object", {})
+                        raise ApiError(
+                            int(status.get("code", 500)), status.get("message", ""), status.get("reason", "")
+                        )
+                    yield event
+        finally:
+            resp.release()
+
+
+Handler = Callable[[dict[str, Any] | None, dict[str, Any] | None], None]
+
+
+class Informer:
+    """List + watch of one collection (optionally field-selected), keyed by uid."""
+
+    def __init__(self, kube: Kube, path: str, handler: Handler, *, field_selector: str | None = None) -> None:
+        self.kube, self.path, self.handler, self.field_selector = kube, path, handler, field_selector
+        self.store: dict[str, dict[str, Any]] = {}
+        self.synced = asyncio.Event()
+
+    def _apply(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        try:
+            self.handler(old, new)
+        except Exception:
+            log.exception("handler for %s failed", self.path)
+
+    async def _list(self) -> str:
+        listing = await self.kube.get(self.path, fieldSelector=self.field_selector)
+        fresh = {o["metadata"]["uid"]: o for o in listing.get("items", [])}
+        for uid in [u for u in self.store if u not in fresh]:
+            self._apply(self.store.pop(uid), None)
+        for uid, obj in fresh.items():
+            old = self.store.get(uid)
+            self.store[uid] = obj
+            self._apply(old, obj)
+        self.synced.set()
+        return str(listing["metadata"]["resourceVersion"])
+
+    async def run(self) -> None:
+        version: str | None = None
+        delay = 0.8
+        while True:
+            try:
+                if version is None:
+                    version = await self._list()
+                query = {
+                    "fieldSelector": self.field_selector,
+                    "resourceVersion": version,
+                    "timeoutSeconds": 300,
+                }
+                async for event in self.kube.watch(self.path, query):
+                    obj = event["object"]
+                    version = obj.get("metadata", {}).get("resourceVersion", version)
+                    if event["type"] == "BOOKMARK":
+                        continue
+                    uid = obj["metadata"]["uid"]
+                    old = self.store.get(uid)
+                    if event["type"] == "DELETED":
+                        self.store.pop(uid, None)
+                        self._apply(old, None)
+                    else:
+                        self.store[uid] = obj
+                        self._apply(old, obj)
+                delay = 0.8
+            except ApiError as exc:
+                if exc.status == 410:
+                    version = None
+                    continue
+                log.warning("watch %s: %s; retrying in %.1fs", self.path, exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+            except (OSError, aiohttp.ClientError, TimeoutError, ValueError) as exc:
+                log.warning("watch %s: %s; retrying in %.1fs", self.path, exc or type(exc).__name__, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)

@@ -1,0 +1,355 @@
+"""One Pod on the local node, from binding to removal (kubelet ``pod_workers`` + ``SyncPod`` +
+``status_manager``).
+
+Guarantees:
+- the Pod gets one loopback address for its whole life (``status.podIP``/``podIPs``; hostIP
+  127.0.0.1), released when the Pod is removed;
+- volumes are set up before any container starts; while one is not ready (unbound claim, missing
+  ConfigMap) containers wait in ``ContainerCreating`` with the reason, and setup is retried on
+  every claim/volume event and every 2 s;
+- init containers run one after another to success before the main containers start together;
+- status is written through ``pods/status`` (JSON merge patch) whenever it changes, coalesced, and
+  at once when a container exits;
+- on ``deletionTimestamp``: every container gets its preStop hook, SIGTERM and, after the grace
+  period (``metadata.deletionGracePeriodSeconds``), SIGKILL; the final status is written and the
+  Pod is deleted with grace period 0 (uid precondition). A Pod removed behind the node's back
+  (force deletion) is stopped within 2 s;
+- each container logs to ``<state dir>/pods/<namespace>_<name>_<uid>/<container>.log`` (appended
+  across restarts, kept after the Pod is gone); the Pod carries that directory in the annotation
+  ``pyctrl.dev/log-dir``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyctrl.envtest.node.addresses import HOST_IP, AddressPool
+from pyctrl.envtest.node.container import Backoff, Container
+from pyctrl.envtest.node.envvars import PodFacts, build_env, decode_data, expand
+from pyctrl.envtest.node.images import DEFAULT_PATH, ImageMap, resolve_argv
+from pyctrl.envtest.node.kube import ApiError, Kube
+from pyctrl.envtest.node.runtime import Launch, Mount
+from pyctrl.envtest.node.status import KUBELET_CONDITIONS, now_rfc3339, pod_status
+from pyctrl.envtest.node.volumes import VolumeContext, VolumeNotReady, prepare_volumes, remove_pod_volumes
+
+__all__ = ["LOG_DIR_ANNOTATION", "NodeContext", "PodWorker"]
+
+log = logging.getLogger(__name__)
+
+LOG_DIR_ANNOTATION = "pyctrl.dev/log-dir"
+
+
+@dataclass
+class NodeContext:
+    """What every Pod worker shares."""
+
+    kube: Kube
+    node_name: str
+    state_dir: Path
+    image_map: ImageMap
+    addresses: AddressPool
+    claim_path: Callable[[str, str], str | None]
+    capacity: Mapping[str, str]
+    backoff_initial: float = 10.0
+    backoff_max: float = 300.0
+
+
+def _sub_path(volume: str, sub: str) -> str:
+    """``volume/sub``, created as a directory when missing (the kubelet does the same)."""
+    path = os.path.join(volume, sub)
+    if not os.path.exists(path):
+        os.makedirs(path, exist_ok=True)
+    return path
+
+
+class PodWorker:
+    def __init__(self, ctx: NodeContext, pod: dict[str, Any]) -> None:
+        self.ctx, self.pod = ctx, pod
+        meta = pod["metadata"]
+        self.uid, self.namespace, self.name = meta["uid"], meta["namespace"], meta["name"]
+        self.pod_dir = ctx.state_dir / "pods" / f"{self.namespace}_{self.name}_{self.uid}"
+        self.pod_ip = ""
+        self.start_time = pod.get("status", {}).get("startTime") or now_rfc3339()
+        self.volume_paths: dict[str, str] = {}
+        self.sandbox_ready = False
+        self.terminating = False
+        self.removed = False
+        self._wake = asyncio.Event()
+        self._dirty = asyncio.Event()
+        self._write_lock = asyncio.Lock()
+        self._written: dict[str, Any] | None = None
+        policy = pod["spec"].get("restartPolicy", "Always")
+        old = {s["name"]: s for s in pod.get("status", {}).get("containerStatuses") or []}
+
+        def make(spec: Mapping[str, Any], restart_policy: str) -> Container:
+            previous = old.get(spec["name"], {})
+            state = previous.get("state", {})
+            ran = bool("running" in state or "terminated" in state or previous.get("lastState"))
+            count = previous.get("restartCount", 0) + 1 if ran else 0
+            backoff = Backoff(ctx.backoff_initial, ctx.backoff_max)
+            return Container(spec, self, restart_policy=restart_policy, backoff=backoff, restart_count=count)
+
+        self.init_containers = [
+            make(c, "Never" if policy == "Never" else "OnFailure")
+            for c in pod["spec"].get("initContainers") or []
+        ]
+        self.containers = [make(c, policy) for c in pod["spec"].get("containers", [])]
+
+    # -- events from the agent -----------------------------------------------------------------
+    def update(self, pod: dict[str, Any]) -> None:
+        self.pod = pod
+        self._wake.set()
+
+    def remove(self) -> None:
+        self.removed = True
+        self._wake.set()
+
+    def poke(self) -> None:
+        self._wake.set()
+
+    @property
+    def deleting(self) -> bool:
+        return self.removed or bool(self.pod["metadata"].get("deletionTimestamp"))
+
+    async def _wait(self, done: Callable[[], bool], retry: float | None = None) -> None:
+        while not done():
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), retry)
+            if retry is not None:
+                return
+
+    # -- ContainerHost -------------------------------------------------------------------------
+    def status_changed(self) -> None:
+        self._dirty.set()
+
+    async def flush_status(self) -> None:
+        await self._write_status()
+
+    def grace_period(self) -> float:
+        return float(self.pod["spec"].get("terminationGracePeriodSeconds", 30))
+
+    async def launch_for(self, spec: Mapping[str, Any]) -> Launch:
+        port = self.ctx.kube.host.rsplit(":", 1)[-1]
+        hostname = (self.pod["spec"].get("hostname") or self.name)[:63]
+        base = {
+            "PATH": DEFAULT_PATH,
+            "HOSTNAME": hostname,
+            "HOME": "/root",
+            "KUBERNETES_SERVICE_HOST": HOST_IP,
+            "KUBERNETES_SERVICE_PORT": port,
+            "KUBERNETES_SERVICE_PORT_HTTPS": port,
+        }
+        facts = PodFacts(self.pod, self.pod_ip, HOST_IP, self.ctx.capacity)
+        env = await build_env(spec, facts, self._lookup, base)
+        expanded = dict(
+            spec,
+            command=[expand(str(c), env) for c in spec.get("command") or []],
+            args=[expand(str(a), env) for a in spec.get("args") or []],
+        )
+        executable, argv = resolve_argv(self.ctx.image_map, expanded, env)
+        mounts = []
+        for vm in spec.get("volumeMounts") or []:
+            source = self.volume_paths[vm["name"]]
+            sub = vm.get("subPath") or expand(vm.get("subPathExpr", ""), env)
+            if sub:
+                source = _sub_path(source, sub)
+            mounts.append(Mount(source, vm["mountPath"], bool(vm.get("readOnly"))))
+        name = spec["name"]
+        return Launch(
+            executable=executable,
+            argv=argv,
+            env=env,
+            log_path=self.pod_dir / f"{name}.log",
+            root=self.pod_dir / "rootfs",
+            spec_path=self.pod_dir / f".{name}.sandbox.json",
+            mounts=mounts,
+            workdir=spec.get("workingDir"),
+            hostname=hostname,
+        )
+
+    async def _lookup(self, kind: str, namespace: str, name: str) -> dict[str, bytes] | None:
+        plural = "configmaps" if kind == "ConfigMap" else "secrets"
+        try:
+            obj = await self.ctx.kube.get(f"/api/v1/namespaces/{namespace}/{plural}/{name}")
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return decode_data(obj, kind)
+
+    async def _request_token(
+        self, namespace: str, sa: str, *, audience: str | None, expiration: int, pod: str, uid: str
+    ) -> str:
+        spec: dict[str, Any] = {
+            "expirationSeconds": expiration,
+            "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": pod, "uid": uid},
+        }
+        if audience:
+            spec["audiences"] = [audience]
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}
+        answer = await self.ctx.kube.request(
+            "POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{sa}/token", body=body
+        )
+        return str(answer["status"]["token"])
+
+    # -- status --------------------------------------------------------------------------------
+    def _status(self) -> dict[str, Any]:
+        current = self.pod.get("status", {})
+        mine = (self._written or current).get("conditions") or []
+        conditions = [c for c in current.get("conditions") or [] if c.get("type") not in KUBELET_CONDITIONS]
+        conditions += [c for c in mine if c.get("type") in KUBELET_CONDITIONS]
+        return pod_status(
+            {"spec": self.pod["spec"], "status": {"conditions": conditions}},
+            init_statuses=[c.status() for c in self.init_containers],
+            statuses=[c.status() for c in self.containers],
+            sandbox_ready=self.sandbox_ready,
+            pod_ip=self.pod_ip or None,
+            host_ip=HOST_IP,
+            start_time=self.start_time,
+            terminating=self.terminating,
+        )
+
+    async def _write_status(self) -> None:
+        if self.removed:
+            return
+        async with self._write_lock:
+            status = self._status()
+            if status == self._written:
+                return
+            path = f"/api/v1/namespaces/{self.namespace}/pods/{self.name}/status"
+            try:
+                await self.ctx.kube.patch(path, {"metadata": {"uid": self.uid}, "status": status})
+                self._written = status
+            except ApiError as exc:
+                if exc.status in (404, 409, 422):  # gone, or replaced by a Pod of the same name
+                    return
+                log.warning("pod %s/%s: writing status failed: %s", self.namespace, self.name, exc)
+                self._dirty.set()
+            except (OSError, TimeoutError) as exc:
+                log.warning("pod %s/%s: writing status failed: %s", self.namespace, self.name, exc)
+                self._dirty.set()
+
+    async def _status_loop(self) -> None:
+        while True:
+            await self._dirty.wait()
+            self._dirty.clear()
+            await self._write_status()
+            await asyncio.sleep(0.05)  # coalesce bursts (several containers changing at once)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    async def run(self) -> None:
+        status_task = asyncio.create_task(self._status_loop())
+        try:
+            await self._run()
+        finally:
+            # Whatever ended the worker (an error included), no process of the Pod survives it.
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self.stop(2.0, pre_stop=False))
+            status_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await status_task
+            self.ctx.addresses.release(self.uid)
+
+    async def _run(self) -> None:
+        if self.pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+            await self._wait(lambda: self.deleting)
+            await self._delete()
+            return
+        old_ip = self.pod.get("status", {}).get("podIP")
+        if not (old_ip and self.ctx.addresses.reserve(self.uid, old_ip)):
+            self.pod_ip = self.ctx.addresses.allocate(self.uid)
+        else:
+            self.pod_ip = old_ip
+        self.pod_dir.mkdir(parents=True, exist_ok=True)
+        log.info(
+            "pod %s/%s (%s): ip %s, dir %s", self.namespace, self.name, self.uid, self.pod_ip, self.pod_dir
+        )
+        await self._annotate()
+        await self._setup_volumes()
+        if not self.deleting:
+            self.sandbox_ready = True
+            await self._run_containers()
+        await self._terminate()
+
+    async def _annotate(self) -> None:
+        if self.pod["metadata"].get("annotations", {}).get(LOG_DIR_ANNOTATION) == str(self.pod_dir):
+            return
+        body = {"metadata": {"uid": self.uid, "annotations": {LOG_DIR_ANNOTATION: str(self.pod_dir)}}}
+        with contextlib.suppress(ApiError, OSError, TimeoutError):
+            await self.ctx.kube.patch(f"/api/v1/namespaces/{self.namespace}/pods/{self.name}", body)
+
+    async def _setup_volumes(self) -> None:
+        ctx = VolumeContext(
+            facts=PodFacts(self.pod, self.pod_ip, HOST_IP, self.ctx.capacity),
+            lookup=self._lookup,
+            request_token=self._request_token,
+            claim_path=self.ctx.claim_path,
+        )
+        while not self.deleting:
+            try:
+                self.volume_paths = await prepare_volumes(self.pod, self.pod_dir, ctx)
+                return
+            except (VolumeNotReady, ApiError, OSError) as exc:
+                message = f"volumes not ready: {exc}"
+                for c in self.init_containers + self.containers:
+                    c.state = {"waiting": {"reason": "ContainerCreating", "message": message}}
+                self.status_changed()
+                log.info("pod %s/%s: %s", self.namespace, self.name, message)
+            await self._wait(lambda: self.deleting, retry=2.0)
+
+    async def _run_containers(self) -> None:
+        for init in self.init_containers:
+            task = init.start()
+            task.add_done_callback(lambda _: self._wake.set())
+            await self._wait(lambda: self.deleting or task.done())  # noqa: B023 (awaited in this iteration)
+            if self.deleting or task.result() != 0:
+                await self._wait(lambda: self.deleting)
+                return
+        for container in self.containers:
+            container.start()
+        self.status_changed()
+        await self._wait(lambda: self.deleting)
+
+    async def _terminate(self) -> None:
+        meta = self.pod["metadata"]
+        grace = float(meta.get("deletionGracePeriodSeconds", self.grace_period()))
+        if self.removed:
+            grace = min(grace, 2.0)
+        log.info("pod %s/%s: stopping (grace %gs)", self.namespace, self.name, grace)
+        self.terminating = True
+        await self.stop(grace, pre_stop=True)
+        await self._write_status()
+        await self._delete()
+        remove_pod_volumes(self.pod_dir)
+
+    async def stop(self, grace: float, *, pre_stop: bool) -> None:
+        """Stop every container (in parallel) and wait for them."""
+        await asyncio.gather(
+            *(c.stop(grace, pre_stop=pre_stop) for c in self.init_containers + self.containers)
+        )
+
+    async def _delete(self) -> None:
+        if self.removed:
+            return
+        body = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "gracePeriodSeconds": 0,
+            "preconditions": {"uid": self.uid},
+        }
+        try:
+            await self.ctx.kube.request(
+                "DELETE", f"/api/v1/namespaces/{self.namespace}/pods/{self.name}", body=body
+            )
+            log.info("pod %s/%s: deleted", self.namespace, self.name)
+        except ApiError as exc:
+            if exc.status not in (404, 409):
+                log.warning("pod %s/%s: delete failed: %s", self.namespace, self.name, exc)

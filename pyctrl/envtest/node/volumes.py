@@ -1,0 +1,204 @@
+"""Pod volumes on the host (kubelet ``volumemanager`` and the in-tree volume plugins).
+
+Each volume becomes a host directory; containers see it at their ``mountPath`` through the
+sandbox's bind mounts (``sandbox.py``).
+
+Guarantees:
+- emptyDir: ``<pod dir>/volumes/<name>``, empty at Pod start, removed with the Pod;
+- configMap, secret, downwardAPI and projected volumes: their files (``items`` with ``path`` and
+  ``mode``, else every key; ``defaultMode``, default 0644) written once when the Pod starts;
+  a missing ConfigMap/Secret/key that is not ``optional`` raises ``VolumeNotReady`` and the Pod
+  waits (the caller retries), like the kubelet's FailedMount;
+- projected ``serviceAccountToken`` (the ``kube-api-access-*`` volume ServiceAccount admission adds):
+  a token from the TokenRequest API bound to the Pod; if the request fails the token file is
+  left out (logged) but the directory and ``ca.crt``/``namespace`` are there, so the Pod still runs.
+  The token is not refreshed;
+- persistentVolumeClaim (and generic ``ephemeral`` volumes, whose claim is ``<pod>-<volume>``):
+  the bound PersistentVolume's hostPath / local path; an unbound claim raises ``VolumeNotReady``;
+- hostPath: the path itself (created for ``DirectoryOrCreate``).
+- Not supported (the Pod waits with a message): other volume types, clusterTrustBundle sources.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from pyctrl.envtest.node.envvars import ConfigError, PodFacts, SourceLookup, field_value, resource_value
+
+__all__ = ["VolumeContext", "VolumeNotReady", "prepare_volumes", "remove_pod_volumes"]
+
+log = logging.getLogger(__name__)
+
+
+class TokenFn(Protocol):
+    """TokenRequest for a ServiceAccount, bound to the Pod; returns the token."""
+
+    def __call__(
+        self, namespace: str, sa: str, *, audience: str | None, expiration: int, pod: str, uid: str
+    ) -> Awaitable[str]: ...
+
+
+# (namespace, claim name) -> host path of the bound volume, or None while it is not bound
+ClaimFn = Callable[[str, str], str | None]
+
+_DEFAULT_MODE = 0o644
+
+
+class VolumeNotReady(Exception):
+    """A volume cannot be set up yet (missing object, unbound claim, unsupported type)."""
+
+
+@dataclass(frozen=True)
+class VolumeContext:
+    facts: PodFacts
+    lookup: SourceLookup
+    request_token: TokenFn
+    claim_path: ClaimFn
+
+
+def _mkdir(directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+
+
+def _write(directory: Path, files: Mapping[str, tuple[bytes, int]]) -> None:
+    for rel, (data, mode) in files.items():
+        target = directory / rel
+        if ".." in Path(rel).parts or Path(rel).is_absolute():
+            raise VolumeNotReady(f"invalid item path {rel!r}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        target.chmod(mode)
+
+
+async def _object_files(
+    kind: str, name: str, source: Mapping[str, Any], ctx: VolumeContext, default_mode: int
+) -> dict[str, tuple[bytes, int]]:
+    namespace = ctx.facts.pod["metadata"]["namespace"]
+    data = await ctx.lookup(kind, namespace, name)
+    optional = bool(source.get("optional"))
+    if data is None:
+        if optional:
+            return {}
+        raise VolumeNotReady(f'{kind.lower()} "{name}" not found')
+    items = source.get("items")
+    if not items:
+        return {key: (value, default_mode) for key, value in data.items()}
+    files = {}
+    for item in items:
+        if item["key"] not in data:
+            if optional:
+                continue
+            raise VolumeNotReady(f'configmap or secret "{name}": key "{item["key"]}" not found')
+        files[item["path"]] = (data[item["key"]], int(item.get("mode", default_mode)))
+    return files
+
+
+def _downward_files(
+    items: list[Mapping[str, Any]], ctx: VolumeContext, default_mode: int
+) -> dict[str, tuple[bytes, int]]:
+    files = {}
+    containers = {c["name"]: c for c in ctx.facts.pod["spec"].get("containers", [])}
+    for item in items:
+        try:
+            if "fieldRef" in item:
+                value = field_value(item["fieldRef"].get("fieldPath", ""), ctx.facts)
+            else:
+                ref = item.get("resourceFieldRef", {})
+                value = resource_value(containers.get(ref.get("containerName", ""), {}), ref, ctx.facts)
+        except ConfigError as exc:
+            raise VolumeNotReady(str(exc)) from exc
+        files[item["path"]] = (value.encode(), int(item.get("mode", default_mode)))
+    return files
+
+
+async def _projected(volume: Mapping[str, Any], ctx: VolumeContext) -> dict[str, tuple[bytes, int]]:
+    mode = int(volume.get("defaultMode", _DEFAULT_MODE))
+    meta = ctx.facts.pod["metadata"]
+    files: dict[str, tuple[bytes, int]] = {}
+    for source in volume.get("sources") or []:
+        if "configMap" in source:
+            files.update(
+                await _object_files("ConfigMap", source["configMap"]["name"], source["configMap"], ctx, mode)
+            )
+        elif "secret" in source:
+            files.update(await _object_files("Secret", source["secret"]["name"], source["secret"], ctx, mode))
+        elif "downwardAPI" in source:
+            files.update(_downward_files(source["downwardAPI"].get("items") or [], ctx, mode))
+        elif "serviceAccountToken" in source:
+            sat = source["serviceAccountToken"]
+            sa = ctx.facts.pod["spec"].get("serviceAccountName") or "default"
+            try:
+                token = await ctx.request_token(
+                    meta["namespace"],
+                    sa,
+                    audience=sat.get("audience"),
+                    expiration=int(sat.get("expirationSeconds", 3600)),
+                    pod=meta["name"],
+                    uid=meta["uid"],
+                )
+            except Exception as exc:
+                log.warning("pod %s/%s: no service account token (%s)", meta["namespace"], meta["name"], exc)
+                continue
+            files[sat.get("path", "token")] = (token.encode(), mode)
+        else:
+            raise VolumeNotReady(f"unsupported projected volume source {sorted(source)}")
+    return files
+
+
+async def _prepare(volume: Mapping[str, Any], directory: Path, ctx: VolumeContext) -> str:
+    namespace, pod_name = ctx.facts.pod["metadata"]["namespace"], ctx.facts.pod["metadata"]["name"]
+    if "persistentVolumeClaim" in volume or "ephemeral" in volume:
+        claim = (
+            volume["persistentVolumeClaim"]["claimName"]
+            if "persistentVolumeClaim" in volume
+            else f"{pod_name}-{volume['name']}"
+        )
+        path = ctx.claim_path(namespace, claim)
+        if path is None:
+            raise VolumeNotReady(f'persistentvolumeclaim "{claim}" is not bound')
+        return path
+    if "hostPath" in volume:
+        host = volume["hostPath"]
+        if host.get("type") == "DirectoryOrCreate":
+            os.makedirs(host["path"], exist_ok=True)
+        return str(host["path"])
+    _mkdir(directory)
+    if "emptyDir" in volume:
+        return str(directory)
+    if "configMap" in volume:
+        source = volume["configMap"]
+        mode = int(source.get("defaultMode", _DEFAULT_MODE))
+        files = await _object_files("ConfigMap", source["name"], source, ctx, mode)
+    elif "secret" in volume:
+        source = volume["secret"]
+        mode = int(source.get("defaultMode", _DEFAULT_MODE))
+        files = await _object_files("Secret", source["secretName"], source, ctx, mode)
+    elif "downwardAPI" in volume:
+        source = volume["downwardAPI"]
+        files = _downward_files(source.get("items") or [], ctx, int(source.get("defaultMode", _DEFAULT_MODE)))
+    elif "projected" in volume:
+        files = await _projected(volume["projected"], ctx)
+    else:
+        kinds = sorted(k for k in volume if k != "name")
+        raise VolumeNotReady(f"volume {volume['name']!r}: type {kinds} is not supported by the local node")
+    _write(directory, files)
+    return str(directory)
+
+
+async def prepare_volumes(pod: Mapping[str, Any], pod_dir: Path, ctx: VolumeContext) -> dict[str, str]:
+    """Host path of every volume of ``pod``; raises ``VolumeNotReady`` naming the first not ready."""
+    paths = {}
+    for volume in pod["spec"].get("volumes") or []:
+        paths[volume["name"]] = await _prepare(volume, pod_dir / "volumes" / volume["name"], ctx)
+    return paths
+
+
+def remove_pod_volumes(pod_dir: Path) -> None:
+    """Delete the Pod's own volume directories (emptyDir, configMap, ...); never a PV's data."""
+    shutil.rmtree(pod_dir / "volumes", ignore_errors=True)

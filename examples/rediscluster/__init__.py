@@ -1,0 +1,1 @@
+"""The RedisCluster operator: a Redis master with replicas and automatic failover."""

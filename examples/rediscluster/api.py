@@ -1,0 +1,172 @@
+"""The RedisCluster API: ``redis.pyctrl.dev/v1alpha1``, kind ``RedisCluster`` (short name ``rdc``).
+
+Mirrors a kubebuilder ``api/v1alpha1/rediscluster_types.go``: the Go types plus markers become
+pydantic models plus one :class:`~pyctrl.crdgen.CRDMeta`; ``python -m pyctrl.crdgen`` renders
+``crds/redis.pyctrl.dev_redisclusters.yaml`` from this module (a test fails when that file is stale).
+
+Guarantees:
+
+- one source of truth: bounds, defaults and enums below are what the apiserver enforces (through the
+  generated schema) *and* what :meth:`RedisClusterSpec.model_validate` enforces: the spec models are
+  strict (``"3"`` is not an integer, ``"true"`` not a boolean), so a spec the apiserver rejects is
+  rejected here too, and a spec created as ``{}`` defaults to the same values on both sides;
+- Python attributes are snake_case (``down_after_milliseconds``), the wire is camelCase
+  (``downAfterMilliseconds``);
+- quantities (``memoryLimit``, ``storageSize``, resource maps) accept an integer or a quantity string
+  on the wire and are always ``str`` in Python;
+- subresources: ``status`` (spec and status are written separately) and ``scale`` (``kubectl scale
+  rdc/NAME --replicas=N`` writes ``.spec.replicas``; ``.status.readyReplicas`` and
+  ``.status.selector`` are reported back, so an HPA can drive it).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Annotated, ClassVar
+
+from pydantic import ConfigDict, Field
+
+from pyctrl.client.gvk import GroupVersionKind
+from pyctrl.client.objects.meta import Condition, KubeModel, KubeObject
+from pyctrl.crdgen import CRDMeta, PrinterColumn, Quantity, ScaleSubresource
+
+__all__ = [
+    "DEFAULT_IMAGE",
+    "RedisAuth",
+    "RedisCluster",
+    "RedisClusterPhase",
+    "RedisClusterSpec",
+    "RedisClusterStatus",
+    "ResourceRequirements",
+    "SecretKeySelector",
+]
+
+DEFAULT_IMAGE = "redis:7.2"
+
+_SPEC_CONFIG = ConfigDict(strict=True, use_attribute_docstrings=True)
+
+
+class SecretKeySelector(KubeModel):
+    """A key of a Secret in the RedisCluster's namespace."""
+
+    model_config = _SPEC_CONFIG
+
+    name: str = Field(min_length=1)
+    """Name of the Secret."""
+    key: str = Field(default="password", min_length=1)
+    """Key in the Secret whose value is the password."""
+
+
+class RedisAuth(KubeModel):
+    """Authentication of clients and replicas (``requirepass`` and ``masterauth``)."""
+
+    model_config = _SPEC_CONFIG
+
+    password_secret: SecretKeySelector
+    """The Secret key holding the Redis password."""
+
+
+class ResourceRequirements(KubeModel):
+    """Compute resources of the Redis container (like a core/v1 ResourceRequirements)."""
+
+    model_config = _SPEC_CONFIG
+
+    limits: dict[str, Quantity] | None = None
+    """Maximum resources, e.g. {"cpu": "1", "memory": "1Gi"}."""
+    requests: dict[str, Quantity] | None = None
+    """Minimum resources the scheduler reserves."""
+
+
+class RedisClusterSpec(KubeModel):
+    """Desired state: one master and replicas-1 replicas of one Redis image."""
+
+    model_config = _SPEC_CONFIG
+
+    replicas: int = Field(default=3, ge=1, le=10)
+    """Total number of Redis pods, the master included."""
+    image: str = Field(default=DEFAULT_IMAGE, min_length=1)
+    """Redis 7 container image."""
+    enable_auto_failover: bool = True
+    """Promote a replica when the master has been down for downAfterMilliseconds."""
+    down_after_milliseconds: int = Field(default=5000, ge=1000)
+    """How long the master must be unreachable before it is considered down."""
+    memory_limit: Quantity | None = None
+    """Memory limit of the Redis container; also sets Redis maxmemory."""
+    enable_persistence: bool = False
+    """Keep data on a PersistentVolumeClaim per pod (appendonly)."""
+    storage_size: Quantity = "1Gi"
+    """Size of each pod's volume when persistence is enabled."""
+    auth: RedisAuth | None = None
+    """Password authentication; none when omitted."""
+    redis_config: dict[str, str] = Field(default_factory=dict)
+    """Extra redis.conf settings (directive -> value)."""
+    resources: ResourceRequirements | None = None
+    """Compute resources of the Redis container."""
+
+
+class RedisClusterPhase(enum.StrEnum):
+    """Coarse state of the cluster, for humans and kubectl."""
+
+    INITIALIZING = "Initializing"
+    RUNNING = "Running"
+    DEGRADED = "Degraded"
+    FAILOVER = "Failover"
+
+
+_Timestamp = Annotated[str, Field(json_schema_extra={"format": "date-time"})]
+
+
+class RedisClusterStatus(KubeModel):
+    """Observed state, written only by the operator (status subresource)."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    phase: RedisClusterPhase = RedisClusterPhase.INITIALIZING
+    """Initializing, Running, Degraded or Failover."""
+    ready_replicas: int = Field(default=0, ge=0)
+    """Pods that are Ready and replicate from (or are) the current master."""
+    current_master: str | None = None
+    """Name of the pod that is the master."""
+    master_epoch: int = Field(default=0, ge=0)
+    """Incremented on every change of master (failover or switchover)."""
+    observed_generation: int | None = None
+    """metadata.generation of the spec this status reflects."""
+    last_sync_timestamp: _Timestamp | None = None
+    """When the operator last reconciled this cluster (RFC 3339)."""
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    """Standard conditions (metav1.Condition), one per type."""
+    selector: str | None = None
+    """Label selector of the pods, serialised (scale subresource, HPA)."""
+
+
+class RedisCluster(KubeObject):
+    """A Redis master with replicas, failed over automatically by the pyctrl RedisCluster operator."""
+
+    gvk = GroupVersionKind("redis.pyctrl.dev", "v1alpha1", "RedisCluster")
+    crd: ClassVar[CRDMeta] = CRDMeta(
+        plural="redisclusters",
+        short_names=("rdc",),
+        categories=("redis",),
+        scope="Namespaced",
+        status_subresource=True,
+        scale=ScaleSubresource(
+            spec_replicas_path=".spec.replicas",
+            status_replicas_path=".status.readyReplicas",
+            label_selector_path=".status.selector",
+        ),
+        printer_columns=(
+            PrinterColumn("Replicas", "integer", ".spec.replicas", "Desired pods"),
+            PrinterColumn("Ready", "integer", ".status.readyReplicas", "Ready pods"),
+            PrinterColumn("Master", "string", ".status.currentMaster", "Current master pod"),
+            PrinterColumn("Phase", "string", ".status.phase", "Cluster phase"),
+            PrinterColumn("Epoch", "integer", ".status.masterEpoch", "Master epoch", priority=1),
+            PrinterColumn("Image", "string", ".spec.image", "Redis image", priority=1),
+            PrinterColumn("Age", "date", ".metadata.creationTimestamp"),
+        ),
+    )
+
+    spec: RedisClusterSpec = Field(default_factory=RedisClusterSpec)
+    status: RedisClusterStatus | None = None

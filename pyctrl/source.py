@@ -20,6 +20,7 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from pyctrl.cache.informer import DeletedFinalStateUnknown
 from pyctrl.client.scheme import Kind as KindType
 from pyctrl.client.scheme import kind_gvk
 from pyctrl.event import CreateEvent, DeleteEvent, Event, GenericEvent, UpdateEvent
@@ -88,9 +89,8 @@ class Kind:
         self._dispatch.emit(UpdateEvent(old, new))
 
     def on_delete(self, obj: Any) -> None:
-        final = getattr(obj, "obj", None)
-        if final is not None and hasattr(obj, "key"):  # a DeletedFinalStateUnknown tombstone
-            self._dispatch.emit(DeleteEvent(final, delete_state_unknown=True))
+        if isinstance(obj, DeletedFinalStateUnknown):
+            self._dispatch.emit(DeleteEvent(obj.obj, delete_state_unknown=True))
         else:
             self._dispatch.emit(DeleteEvent(obj))
 
@@ -108,7 +108,7 @@ class Kind:
     async def stop(self) -> None:
         self._dispatch.sink = None
         if self._informer is not None and self._registration is not None:
-            self._informer.remove_event_handler(self._registration)
+            await self._informer.remove_event_handler(self._registration)
             self._registration = None
 
 

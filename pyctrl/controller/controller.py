@@ -129,13 +129,13 @@ class Controller:
         return f"Controller({self.name!r})"
 
     # -- wiring ------------------------------------------------------------------------------
-    async def watch(self, source: Source) -> None:
-        """Add a source; after start it begins delivering at once."""
+    def watch(self, source: Source) -> None:
+        """Add a source (before ``start``)."""
         if not isinstance(source, Source):
             raise ControllerError(f"controller {self.name!r}: not a source: {source!r}")
-        self._sources.append(source)
         if self._started:
-            await source.start(self)
+            raise ControllerError(f"controller {self.name!r}: add sources before the controller starts")
+        self._sources.append(source)
 
     def for_event(self, event: Event, source: str) -> RequestQueue:
         obj = event_object(event)

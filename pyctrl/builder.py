@@ -1,0 +1,149 @@
+"""Declarative controller set-up (controller-runtime ``pkg/builder``).
+
+::
+
+    ControllerBuilder(mgr)
+        .for_(RedisCluster, predicates=[generation_changed])
+        .owns(StatefulSet)
+        .watches(Channel(events, enqueue_request_for_object()))
+        .with_event_filter(lambda e: True)
+        .with_options(max_concurrent_reconciles=4)
+        .named("rediscluster")
+        .complete(reconciler)
+
+- ``for_(kind)``: reconcile objects of ``kind`` (each event enqueues the object itself);
+- ``owns(kind)``: events of ``kind`` objects enqueue their controller owner of the ``for_`` kind;
+- ``watches(kind_or_source, handler)``: any other kind with its handler, or a ready-made source;
+- ``with_event_filter(p)``: a predicate applied to every kind watched by this builder (not to
+  ready-made sources, which carry their own predicates);
+- options keep the builder's chain flat (keyword options instead of method variants).
+
+Misuse is reported by ``complete`` with ``BuilderError``: no ``for_`` and no name, ``for_`` given
+twice, ``owns`` without ``for_``, a duplicate controller name, a reconciler without
+``async def reconcile(self, request) -> Result``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Self
+
+from pyctrl.client.scheme import Kind as KindType
+from pyctrl.client.scheme import kind_gvk
+from pyctrl.controller import Controller, ControllerError
+from pyctrl.handler import EventHandler, enqueue_request_for_object, enqueue_request_for_owner
+from pyctrl.predicate import PredicateLike
+from pyctrl.source import Kind, Source
+from pyctrl.workqueue import RateLimiter
+
+__all__ = ["BuilderError", "ControllerBuilder"]
+
+
+class BuilderError(ControllerError):
+    """The builder was used wrongly."""
+
+
+@dataclass
+class _Watch:
+    kind_or_source: Any
+    handler: EventHandler | None
+    predicates: Sequence[PredicateLike]
+    owner: bool = False
+    only_controller: bool = True
+
+
+class ControllerBuilder:
+    def __init__(self, mgr: Any) -> None:
+        self._mgr = mgr
+        self._for: _Watch | None = None
+        self._watches: list[_Watch] = []
+        self._filters: list[PredicateLike] = []
+        self._options: dict[str, Any] = {}
+        self._name: str | None = None
+        self._errors: list[str] = []
+
+    def for_(self, kind: KindType, *, predicates: Sequence[PredicateLike] = ()) -> Self:
+        if self._for is not None:
+            self._errors.append("for_() may only be called once")
+        self._for = _Watch(kind, None, predicates)
+        return self
+
+    def owns(
+        self, kind: KindType, *, predicates: Sequence[PredicateLike] = (), only_controller: bool = True
+    ) -> Self:
+        self._watches.append(_Watch(kind, None, predicates, owner=True, only_controller=only_controller))
+        return self
+
+    def watches(
+        self,
+        kind_or_source: KindType | Source,
+        handler: EventHandler | None = None,
+        *,
+        predicates: Sequence[PredicateLike] = (),
+    ) -> Self:
+        self._watches.append(_Watch(kind_or_source, handler, predicates))
+        return self
+
+    def with_event_filter(self, predicate: PredicateLike) -> Self:
+        self._filters.append(predicate)
+        return self
+
+    def with_options(
+        self,
+        *,
+        max_concurrent_reconciles: int | None = None,
+        rate_limiter: RateLimiter[Any] | None = None,
+        reconciliation_timeout: float | None = None,
+        cache_sync_timeout: float | None = None,
+    ) -> Self:
+        given = {
+            "max_concurrent_reconciles": max_concurrent_reconciles,
+            "rate_limiter": rate_limiter,
+            "reconciliation_timeout": reconciliation_timeout,
+            "cache_sync_timeout": cache_sync_timeout,
+        }
+        self._options.update({k: v for k, v in given.items() if v is not None})
+        return self
+
+    def named(self, name: str) -> Self:
+        self._name = name
+        return self
+
+    def complete(self, reconciler: object) -> Controller:
+        """Validate, build the controller with its sources, and add it to the manager."""
+        if self._errors:
+            raise BuilderError("; ".join(self._errors))
+        if self._for is None and not self._name:
+            raise BuilderError("call for_(kind) or named(name) before complete()")
+        if self._for is None and any(w.owner for w in self._watches):
+            raise BuilderError("owns() needs for_(kind): owned objects enqueue their owner of that kind")
+        name = self._name or kind_gvk(self._for.kind_or_source).kind.lower()  # type: ignore[union-attr]
+        controller = Controller(name, reconciler, **self._options)
+        self._mgr.register_controller_name(name)
+        for watch in ([self._for] if self._for else []) + self._watches:
+            controller.watch(self._source(watch))
+        self._mgr.add(controller)
+        return controller
+
+    def _source(self, watch: _Watch) -> Source:
+        predicates = [*watch.predicates, *self._filters]
+        target = watch.kind_or_source
+        if isinstance(target, Source):
+            if watch.handler is not None or predicates:
+                raise BuilderError(
+                    f"watches({target!r}): give a ready-made source its handler and predicates"
+                )
+            return target
+        if watch.owner:
+            assert self._for is not None
+            handler: EventHandler = enqueue_request_for_owner(
+                self._for.kind_or_source, only_controller=watch.only_controller
+            )
+        elif watch is self._for:
+            handler = enqueue_request_for_object()
+        elif watch.handler is None:
+            raise BuilderError(f"watches({kind_gvk(target).kind}) needs an event handler")
+        else:
+            handler = watch.handler
+        return Kind(self._mgr.cache, target, handler, predicates)

@@ -1,0 +1,324 @@
+"""The manager: shared client, cache and servers; runnables started in a fixed order
+(controller-runtime ``pkg/manager``).
+
+Start order (REFERENCE "Manager start order"): HTTP servers (metrics, probes; bound before anything
+else so a taken port fails fast) → caches (started, then waited for) → runnables that do not need
+leader election → leader election → leader-only runnables (controllers). Stop is the reverse,
+within ``graceful_shutdown_timeout`` (30 s) in all; a runnable still running after it is cancelled.
+
+Guarantees:
+- ``start`` returns when ``stop`` is set (or SIGTERM/SIGINT arrive, when the manager installed the
+  handlers) after a graceful shutdown, and raises when a runnable fails (the others are stopped);
+- with leader election, leader-only runnables start only after the lease is acquired (``elected``
+  is set then) and are cancelled at once when leadership is lost, after which ``start`` raises
+  ``LeaderElectionLost`` (controller-runtime exits the process then; the operator's ``main`` does);
+- ``/readyz`` fails until the caches have synced; ``/healthz`` has a ``ping`` check;
+- the client reads from the cache and writes to the apiserver; ``api_reader`` reads uncached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+from pyctrl.cache import Cache
+from pyctrl.client import ApiClient, Config
+from pyctrl.client.scheme import Kind, Scheme, default_scheme
+from pyctrl.client.split import SplitClient
+from pyctrl.healthz import Checker, ping
+from pyctrl.leaderelection import LeaderElectionConfig, LeaderElectionLost, LeaderElector
+from pyctrl.log import get_logger
+from pyctrl.manager.servers import HTTPServer, health_app, metrics_app, parse_bind_address
+from pyctrl.recorder import EventBroadcaster, EventRecorder
+
+__all__ = ["Manager", "ManagerError", "Runnable"]
+
+
+@runtime_checkable
+class Runnable(Protocol):
+    """controller-runtime ``manager.Runnable``: run until ``stop`` is set, then clean up and return.
+
+    A runnable may define ``needs_leader_election`` (default True, as controller-runtime).
+    """
+
+    async def start(self, stop: asyncio.Event) -> None: ...
+
+
+class ManagerError(RuntimeError):
+    """The manager was misused or a runnable failed."""
+
+
+def needs_leader_election(runnable: object) -> bool:
+    return bool(getattr(runnable, "needs_leader_election", True))
+
+
+class _CacheRunnable:
+    needs_leader_election = False
+
+    def __init__(self, cache: Cache) -> None:
+        self.cache = cache
+
+    async def start(self, stop: asyncio.Event) -> None:
+        await self.cache.start()
+        try:
+            await stop.wait()
+        finally:
+            await self.cache.stop()
+
+
+class _Group:
+    """Runnables started together and stopped together."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.runnables: list[Any] = []
+        self.stop = asyncio.Event()
+        self.tasks: list[asyncio.Task[None]] = []
+
+    def start_all(self) -> None:
+        for r in self.runnables[len(self.tasks) :]:
+            self.tasks.append(
+                asyncio.create_task(r.start(self.stop), name=f"pyctrl-{self.name}-{type(r).__name__}")
+            )
+
+    async def stop_all(self, deadline: float) -> None:
+        self.stop.set()
+        if not self.tasks:
+            return
+        loop = asyncio.get_running_loop()
+        _, pending = await asyncio.wait(self.tasks, timeout=max(0.0, deadline - loop.time()))
+        for t in pending:
+            t.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+class Manager:
+    """Shared dependencies and the lifecycle of controllers and other runnables."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        scheme: Scheme = default_scheme,
+        cache_options: dict[str, Any] | None = None,
+        metrics_bind_address: str = ":8080",
+        health_probe_bind_address: str = ":8081",
+        leader_election: bool = False,
+        leader_election_id: str | None = None,
+        leader_election_namespace: str | None = None,
+        lease_duration: float = 15.0,
+        renew_deadline: float = 10.0,
+        retry_period: float = 2.0,
+        leader_election_release_on_cancel: bool = False,
+        graceful_shutdown_timeout: float = 30.0,
+    ) -> None:
+        self.config = config
+        self.scheme = scheme
+        self.api_client = ApiClient(config, scheme=scheme)
+        self.cache = Cache(self.api_client, **(cache_options or {}))
+        self.client = SplitClient(self.api_client, self.cache)
+        self.api_reader = self.api_client
+        self.graceful_shutdown_timeout = graceful_shutdown_timeout
+        self.elected = asyncio.Event()
+        self.log = get_logger("pyctrl.manager")
+        self._metrics_address = parse_bind_address(metrics_bind_address)
+        self._probe_address = parse_bind_address(health_probe_bind_address)
+        self.healthz_checks: dict[str, Checker] = {"ping": ping}
+        self.readyz_checks: dict[str, Checker] = {"ping": ping, "cache-sync": self._cache_synced}
+        self.controller_names: set[str] = set()
+        self._caches_synced = False
+        self._servers = _Group("servers")
+        self._caches = _Group("caches")
+        self._others_group = _Group("runnables")
+        self._elector_group = _Group("leader-election")
+        self._leader_group = _Group("leader-runnables")
+        self._wake = asyncio.Event()
+        self._started = False
+        self._running = False
+        self.broadcaster = EventBroadcaster(self.api_client)
+        self.metrics_server: HTTPServer | None = None
+        self.probe_server: HTTPServer | None = None
+        self.elector: LeaderElector | None = None
+        if leader_election:
+            if not leader_election_id:
+                raise ManagerError("leader_election needs leader_election_id (the Lease name)")
+            self.elector = LeaderElector(
+                self.api_client,
+                LeaderElectionConfig(
+                    name=leader_election_id,
+                    namespace=leader_election_namespace or config.namespace or "default",
+                    lease_duration=lease_duration,
+                    renew_deadline=renew_deadline,
+                    retry_period=retry_period,
+                    release_on_cancel=leader_election_release_on_cancel,
+                ),
+            )
+
+    # -- registration -------------------------------------------------------------------------
+    def add(self, runnable: Any) -> None:
+        """Add a runnable (``async start(stop)``); after start it is started at once."""
+        if not isinstance(runnable, Runnable):
+            raise ManagerError(f"not a runnable (needs 'async def start(self, stop)'): {runnable!r}")
+        group = self._leader_group if needs_leader_election(runnable) else self._others_group
+        group.runnables.append(runnable)
+        if self._running and (group is self._others_group or self.elected.is_set()):
+            group.start_all()
+            self._wake.set()
+
+    def add_healthz_check(self, name: str, check: Checker) -> None:
+        self.healthz_checks[name] = check
+
+    def add_readyz_check(self, name: str, check: Checker) -> None:
+        self.readyz_checks[name] = check
+
+    async def index_field(self, kind: Kind, field: str, fn: Callable[[Any], list[str]]) -> None:
+        """controller-runtime ``FieldIndexer.IndexField``: list the cache by ``field`` values."""
+        await self.cache.index_field(kind, field, fn)
+
+    def get_event_recorder_for(self, name: str) -> EventRecorder:
+        return self.broadcaster.new_recorder(name)
+
+    def register_controller_name(self, name: str) -> None:
+        if name in self.controller_names:
+            raise ManagerError(f"a controller named {name!r} already exists; controller names must be unique")
+        self.controller_names.add(name)
+
+    def _cache_synced(self) -> None:
+        if not self._caches_synced:
+            raise RuntimeError("caches not synced yet")
+
+    @property
+    def metrics_port(self) -> int | None:
+        return self.metrics_server.port if self.metrics_server else None
+
+    @property
+    def probe_port(self) -> int | None:
+        return self.probe_server.port if self.probe_server else None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    async def start(self, stop: asyncio.Event | None = None) -> None:
+        """Run until ``stop`` is set (or SIGTERM/SIGINT when ``stop`` is None)."""
+        if self._started:
+            raise ManagerError("manager already started")
+        self._started = True
+        stop = stop if stop is not None else self._install_signal_handlers()
+        groups = [self._servers, self._caches, self._others_group, self._elector_group, self._leader_group]
+        try:
+            await self._start_servers()
+            self._caches.runnables.append(_CacheRunnable(self.cache))
+            self._caches.start_all()
+            await self._wait_caches()
+            self._others_group.runnables.insert(0, self.broadcaster)
+            self._others_group.start_all()
+            self._running = True
+            await self._run_until_stopped(stop, groups)
+        finally:
+            self._running = False
+            await self._shutdown(groups)
+
+    def _install_signal_handlers(self) -> asyncio.Event:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def on_signal(sig: signal.Signals) -> None:
+            if stop.is_set():
+                raise SystemExit(f"second signal {sig.name}: exiting at once")
+            self.log.info("Received signal, stopping", signal=sig.name)
+            stop.set()
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, on_signal, sig)
+        return stop
+
+    async def _start_servers(self) -> None:
+        servers = self._servers
+        if self._metrics_address is not None:
+            self.metrics_server = HTTPServer("metrics", metrics_app(), *self._metrics_address)
+            servers.runnables.append(self.metrics_server)
+        if self._probe_address is not None:
+            app = health_app(self.healthz_checks, self.readyz_checks)
+            self.probe_server = HTTPServer("health probe", app, *self._probe_address)
+            servers.runnables.append(self.probe_server)
+        for server in servers.runnables:
+            await server.listen()
+            self.log.info("Serving", server=server.name, address=f"{server.host}:{server.port}")
+        servers.start_all()
+
+    async def _wait_caches(self) -> None:
+        wait = asyncio.create_task(self.cache.wait_for_cache_sync())
+        done, _ = await asyncio.wait([wait, *self._caches.tasks], return_when=asyncio.FIRST_COMPLETED)
+        if wait not in done:
+            wait.cancel()
+            for t in self._caches.tasks:
+                t.result()  # re-raise the cache's failure
+            raise ManagerError("the cache stopped before syncing")
+        if not wait.result():
+            raise ManagerError("caches did not sync")
+        self._caches_synced = True
+
+    async def _run_until_stopped(self, stop: asyncio.Event, groups: list[_Group]) -> None:
+        """Watch every runnable task until ``stop``; a failure or lost leadership raises."""
+        stop_task = asyncio.create_task(stop.wait())
+        leader_task = asyncio.create_task(self._become_leader())
+        finished: set[asyncio.Task[None]] = set()
+        try:
+            while not stop.is_set():
+                self._wake.clear()
+                wake_task = asyncio.create_task(self._wake.wait())
+                watched = {stop_task, wake_task, *(t for g in groups for t in g.tasks if t not in finished)}
+                if not leader_task.done():
+                    watched.add(leader_task)
+                done, _ = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+                wake_task.cancel()
+                for task in done - {stop_task, wake_task}:
+                    finished.add(task)
+                    self._check_finished(task, stop)
+        finally:
+            stop_task.cancel()
+            leader_task.cancel()
+
+    def _check_finished(self, task: asyncio.Task[None], stop: asyncio.Event) -> None:
+        if task in self._elector_group.tasks:
+            self._leader_group.stop.set()
+            for t in self._leader_group.tasks:
+                t.cancel()  # at once, not gracefully: another candidate may take the lease soon
+            task.result()  # raises LeaderElectionLost
+            if not stop.is_set():
+                raise LeaderElectionLost("leader election ended unexpectedly")
+            return
+        exc = task.exception()
+        if exc is not None:
+            raise ManagerError(f"{task.get_name()} failed: {exc}") from exc
+
+    async def _become_leader(self) -> None:
+        if self.elector is not None:
+            self._elector_group.runnables.append(_ElectorRunnable(self.elector))
+            self._elector_group.start_all()
+            self._wake.set()
+            await self.elector.elected.wait()
+            self.log.info("Elected leader", identity=self.elector.config.identity)
+        self.elected.set()
+        self._leader_group.start_all()
+        self._wake.set()
+
+    async def _shutdown(self, groups: list[_Group]) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.graceful_shutdown_timeout
+        for group in reversed(groups):
+            await group.stop_all(deadline)
+        with contextlib.suppress(Exception):
+            await self.api_client.close()
+        self.log.info("Stopped")
+
+
+class _ElectorRunnable:
+    needs_leader_election = False
+
+    def __init__(self, elector: LeaderElector) -> None:
+        self.elector = elector
+
+    async def start(self, stop: asyncio.Event) -> None:
+        await self.elector.run(stop)

@@ -1,0 +1,99 @@
+"""The manager's HTTP servers: Prometheus metrics and health probes (controller-runtime
+``pkg/metrics/server`` and the manager's probe listener).
+
+Bind addresses follow controller-runtime: ``":8080"`` (all interfaces), ``"127.0.0.1:0"`` (a free
+port, read back from ``.port``), ``"0"`` or ``""`` (disabled).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from pyctrl.healthz import Checker, run_checks
+from pyctrl.metrics import registry
+
+__all__ = ["HTTPServer", "health_app", "metrics_app", "parse_bind_address"]
+
+
+def parse_bind_address(address: str) -> tuple[str, int] | None:
+    """``"host:port"`` → (host, port); ``"0"``/``""`` → None (disabled)."""
+    if address in ("", "0"):
+        return None
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"bind address must be 'host:port', ':port' or '0', got {address!r}")
+    return host or "0.0.0.0", int(port)
+
+
+def metrics_app() -> web.Application:
+    async def metrics(_: web.Request) -> web.Response:
+        body = await asyncio.get_running_loop().run_in_executor(None, generate_latest, registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    return app
+
+
+def health_app(healthz: dict[str, Checker], readyz: dict[str, Checker]) -> web.Application:
+    def endpoint(checks: dict[str, Checker]) -> Callable[[web.Request], Awaitable[web.Response]]:
+        async def handle(request: web.Request) -> web.Response:
+            only = request.match_info.get("name")
+            if only is not None and only not in checks:
+                return web.Response(status=404, text=f"no check named {only!r}\n")
+            ok, lines = await run_checks(checks, only)
+            verbose = "verbose" in request.query
+            if ok and not verbose:
+                return web.Response(text="ok")
+            text = "\n".join(lines) + ("\nok" if ok else "\nhealth check failed") + "\n"
+            return web.Response(status=200 if ok else 500, text=text)
+
+        return handle
+
+    app = web.Application()
+    for path, checks in (("/healthz", healthz), ("/readyz", readyz)):
+        app.router.add_get(path, endpoint(checks))
+        app.router.add_get(path + "/{name}", endpoint(checks))
+    return app
+
+
+class HTTPServer:
+    """An aiohttp app served on a bind address; a manager runnable of the HTTP-server group."""
+
+    needs_leader_election = False
+
+    def __init__(self, name: str, app: web.Application, host: str, port: int) -> None:
+        self.name = name
+        self.app = app
+        self.host = host
+        self.port = port
+        self._runner: web.AppRunner | None = None
+
+    async def listen(self) -> None:
+        """Bind now (so a taken port fails the manager's start with a clear error)."""
+        self._runner = web.AppRunner(self.app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        try:
+            await site.start()
+        except OSError as exc:
+            await self._runner.cleanup()
+            raise OSError(
+                exc.errno, f"{self.name} server cannot listen on {self.host}:{self.port}: {exc.strerror}"
+            ) from exc
+        addresses = self._runner.addresses
+        if addresses:
+            self.port = int(addresses[0][1])
+
+    async def start(self, stop: asyncio.Event) -> None:
+        if self._runner is None:
+            await self.listen()
+        try:
+            await stop.wait()
+        finally:
+            if self._runner is not None:
+                await self._runner.cleanup()

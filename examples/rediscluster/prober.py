@@ -1,0 +1,198 @@
+"""Background health prober of the RedisCluster operator: PING every pod, report master changes.
+
+The operator registers each cluster's pods with :meth:`HealthProber.watch` (every reconcile may call
+it again; unchanged registrations keep their history) and feeds the ``notify`` callback into a
+``Channel`` source, e.g. ``notify=lambda key: queue.put_nowait(GenericEvent(key))``. Reconcile then
+reads :meth:`HealthProber.master_unhealthy_for` instead of waiting on Redis itself (REFERENCE
+"Operator rules": never block in reconcile).
+
+Guarantees:
+- Every registered pod is probed every ``interval`` seconds with a short-timeout PING
+  (``redis_admin.ping``: PONG, -LOADING and -MASTERDOWN are valid replies, as in Sentinel). At most
+  one probe per pod is in flight, so a hung Redis (SIGSTOP) delays only its own probes, which end
+  after ``2 * io_timeout + 0.5`` s at most.
+- History is kept per pod, not per address: a pod whose IP changes, or that has none (``host=None``,
+  a failed probe), keeps its :class:`~examples.rediscluster.topology.DownDetector`.
+- The master is *down* only after no valid reply for the cluster's whole ``down_after`` window
+  (REFERENCE "never promote on one bad probe"); times come from the injected monotonic ``clock``.
+- ``notify(key)`` is called when a cluster's health changes: the master becomes down (window
+  elapsed) or recovers, or a pod starts or stops answering (so a returning old master is fenced
+  promptly). Repeated identical states notify once.
+- ``stop()`` cancels the loop and every in-flight probe and returns only once all of them ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+
+from examples.rediscluster import redis_admin
+from examples.rediscluster.topology import DownDetector
+
+__all__ = ["ClusterKey", "Endpoint", "HealthProber", "Probe"]
+
+log = logging.getLogger(__name__)
+
+ClusterKey = tuple[str, str]  # (namespace, cluster name)
+Probe = Callable[[str, int, "str | None"], Awaitable[None]]  # returns on a valid reply, else raises
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    host: str | None  # pod IP; None while the pod has none (counts as a failed probe)
+    port: int = 6379
+
+
+@dataclass(slots=True)
+class _Cluster:
+    endpoints: dict[str, Endpoint]
+    master: str | None
+    down_after: float
+    password: str | None
+    detectors: dict[str, DownDetector] = field(default_factory=dict)
+    state: tuple[bool, frozenset[str]] = (False, frozenset())  # (master down, pods failing)
+
+
+class HealthProber:
+    """Probe registered Redis pods in the background; see the module docstring for guarantees."""
+
+    def __init__(
+        self,
+        notify: Callable[[ClusterKey], None],
+        *,
+        interval: float = 0.5,
+        io_timeout: float = redis_admin.DEFAULT_IO_TIMEOUT,
+        probe: Probe | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if interval <= 0:
+            raise ValueError("interval must be positive")
+        self._notify = notify
+        self._interval = interval
+        self._io_timeout = io_timeout
+        self._probe = probe or self._ping
+        self._clock = clock
+        self._clusters: dict[ClusterKey, _Cluster] = {}
+        self._inflight: dict[tuple[ClusterKey, str], asyncio.Task[None]] = {}
+        self._loop_task: asyncio.Task[None] | None = None
+
+    async def _ping(self, host: str, port: int, password: str | None) -> None:
+        await redis_admin.ping(host, port, password, io_timeout=self._io_timeout)
+
+    def watch(
+        self,
+        key: ClusterKey,
+        endpoints: Mapping[str, Endpoint],
+        *,
+        master: str | None,
+        down_after: float,
+        password: str | None = None,
+    ) -> None:
+        """Register or update a cluster: all its pods, the recorded master and its down-after window."""
+        cluster = self._clusters.get(key)
+        if cluster is None:
+            cluster = self._clusters[key] = _Cluster(dict(endpoints), master, down_after, password)
+        cluster.endpoints = dict(endpoints)
+        cluster.master, cluster.down_after, cluster.password = master, down_after, password
+        for pod in list(cluster.detectors):
+            if pod not in cluster.endpoints:
+                del cluster.detectors[pod]
+        for pod in cluster.endpoints:
+            cluster.detectors.setdefault(pod, DownDetector())
+
+    def forget(self, key: ClusterKey) -> None:
+        """Stop probing a cluster (deleted); its in-flight probes finish and are ignored."""
+        self._clusters.pop(key, None)
+
+    def last_valid_reply(self, key: ClusterKey, pod: str) -> float | None:
+        """Clock time of the pod's last valid reply (None: never, or not registered)."""
+        detector = self._detector(key, pod)
+        return detector.last_valid_reply if detector is not None else None
+
+    def unhealthy_for(self, key: ClusterKey, pod: str) -> float:
+        """Seconds without a valid reply (0 while the latest probe succeeded or none ran yet)."""
+        detector = self._detector(key, pod)
+        return detector.unhealthy_for(self._clock()) if detector is not None else 0.0
+
+    def master_unhealthy_for(self, key: ClusterKey) -> float:
+        """``unhealthy_for`` of the registered master, the input of ``topology.plan``."""
+        cluster = self._clusters.get(key)
+        return self.unhealthy_for(key, cluster.master) if cluster and cluster.master else 0.0
+
+    def master_down(self, key: ClusterKey) -> bool:
+        """True once the master has had no valid reply for the whole down-after window."""
+        return self._evaluate(key)[0] if key in self._clusters else False
+
+    def _detector(self, key: ClusterKey, pod: str) -> DownDetector | None:
+        cluster = self._clusters.get(key)
+        return cluster.detectors.get(pod) if cluster is not None else None
+
+    async def start(self) -> None:
+        if self._loop_task is not None:
+            raise RuntimeError("prober already started")
+        self._loop_task = asyncio.create_task(self._run(), name="rediscluster-health-prober")
+
+    async def stop(self) -> None:
+        tasks = [t for t in (self._loop_task, *self._inflight.values()) if t is not None]
+        self._loop_task = None
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._inflight.clear()
+
+    async def _run(self) -> None:
+        while True:
+            self._tick()
+            await asyncio.sleep(self._interval)
+
+    def _tick(self) -> None:
+        for key, cluster in list(self._clusters.items()):
+            for pod, endpoint in cluster.endpoints.items():
+                if (key, pod) not in self._inflight:
+                    self._inflight[(key, pod)] = asyncio.create_task(
+                        self._probe_once(key, pod, endpoint, cluster.password), name=f"probe {key} {pod}"
+                    )
+            self._report(key)
+
+    async def _probe_once(self, key: ClusterKey, pod: str, endpoint: Endpoint, password: str | None) -> None:
+        try:
+            ok = endpoint.host is not None
+            if endpoint.host is not None:
+                async with asyncio.timeout(2 * self._io_timeout + 1):
+                    await self._probe(endpoint.host, endpoint.port, password)
+        except Exception as exc:  # any failure is "no valid reply" (RedisAdminError, timeout, a bug)
+            log.debug("probe %s/%s %s: %s", *key, pod, exc)
+            ok = False
+        finally:
+            self._inflight.pop((key, pod), None)
+        detector = self._detector(key, pod)
+        if detector is not None:
+            detector.record(self._clock(), ok)
+            self._report(key)
+
+    def _evaluate(self, key: ClusterKey) -> tuple[bool, frozenset[str]]:
+        cluster = self._clusters[key]
+        now = self._clock()
+        master = cluster.detectors.get(cluster.master) if cluster.master is not None else None
+        down = master is not None and master.is_down(now, cluster.down_after)
+        failing = frozenset(pod for pod, d in cluster.detectors.items() if not d.answering)
+        return down, failing
+
+    def _report(self, key: ClusterKey) -> None:
+        cluster = self._clusters.get(key)
+        if cluster is None:
+            return
+        state = self._evaluate(key)
+        if state == cluster.state:
+            return
+        cluster.state = state
+        try:
+            self._notify(key)
+        except Exception:  # a broken sink must not stop the probing of every cluster
+            log.exception("prober notify(%s) failed", key)

@@ -1,0 +1,326 @@
+"""Redis admin commands of the RedisCluster operator (redis.asyncio), bounded by short timeouts.
+
+Guarantees:
+- Every call opens one connection, runs its commands and closes it; connect and socket timeouts are
+  ``io_timeout`` seconds (default 1 s) and the whole call is cut off at ``2 * io_timeout + 0.5`` s,
+  so a hung Redis (SIGSTOP, full backlog) never stalls a reconcile or the prober (REFERENCE
+  "Operator rules": never block in reconcile). redis-py retries are off: one attempt, one answer.
+- Errors are translated at this boundary into a small tree, raised ``from None`` with messages that
+  name host, port and command but never the password (scrubbed even if a lower layer echoed it)::
+
+      RedisAdminError
+      +-- RedisUnavailable    no valid reply in time: refused, timed out, reset, still loading
+      +-- RedisCommandError   Redis answered with an error, refused auth, or a verification failed
+
+- ``promote`` implements REFERENCE "Promote (REPLICAOF NO ONE), verify role:master": it raises
+  ``RedisCommandError`` unless INFO then says ``role:master``. ``failover_to`` is the planned
+  switchover (``FAILOVER TO host port``, Redis >= 6.2). ``bgsave`` only starts a save;
+  ``bgsave_status`` reports it, so the operator requeues instead of waiting.
+- ``observe`` parses INFO (replication, server, persistence, keyspace) into ``topology.RedisFacts``;
+  ``ping`` is the prober's probe and, like Sentinel, counts ``PONG``, ``-LOADING`` and
+  ``-MASTERDOWN`` as valid replies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+import redis.exceptions as rexc
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from examples.rediscluster.topology import NULL_REPLID, RedisFacts, Role
+
+__all__ = [
+    "DEFAULT_IO_TIMEOUT",
+    "BgsaveStatus",
+    "RedisAdminError",
+    "RedisCommandError",
+    "RedisUnavailable",
+    "bgsave",
+    "bgsave_status",
+    "configure",
+    "failover_state",
+    "failover_to",
+    "info",
+    "observe",
+    "parse_facts",
+    "parse_info",
+    "ping",
+    "promote",
+    "replica_of",
+]
+
+DEFAULT_IO_TIMEOUT = 1.0
+
+
+class RedisAdminError(Exception):
+    """Base of the admin errors; ``host`` and ``port`` name the Redis."""
+
+    def __init__(self, host: str, port: int, message: str) -> None:
+        super().__init__(f"redis {host}:{port}: {message}")
+        self.host = host
+        self.port = port
+
+
+class RedisUnavailable(RedisAdminError):
+    """No valid reply in time (refused, timed out, connection lost, dataset loading)."""
+
+
+class RedisCommandError(RedisAdminError):
+    """Redis answered with an error, refused the credentials, or a post-condition did not hold."""
+
+
+@dataclass(frozen=True, slots=True)
+class BgsaveStatus:
+    in_progress: bool
+    last_status: str  # "ok" or "err"
+    last_save_time: int  # unix seconds of the last successful save
+    changes_since_last_save: int
+
+    def finished_since(self, started_after: int) -> bool:
+        """A save that began at or after ``started_after`` (unix seconds, from LASTSAVE) completed."""
+        return not self.in_progress and self.last_save_time >= started_after
+
+
+def _scrub(text: str, password: str | None) -> str:
+    return text.replace(password, "***") if password else text
+
+
+def _translate(exc: BaseException, host: str, port: int, what: str, password: str | None) -> RedisAdminError:
+    detail = _scrub(f"{type(exc).__name__}: {exc}", password)
+    if isinstance(exc, rexc.AuthenticationError | rexc.AuthorizationError | rexc.ResponseError):
+        return RedisCommandError(host, port, f"{what}: {detail}")
+    if isinstance(exc, rexc.ConnectionError | rexc.TimeoutError | TimeoutError | OSError):
+        return RedisUnavailable(host, port, f"{what}: {detail}")
+    return RedisCommandError(host, port, f"{what}: {detail}")
+
+
+def _is_valid_error_reply(exc: BaseException) -> bool:
+    """Sentinel counts -LOADING and -MASTERDOWN as valid replies to PING."""
+    return isinstance(exc, rexc.BusyLoadingError) or (
+        isinstance(exc, rexc.ResponseError) and str(exc).startswith("MASTERDOWN")
+    )
+
+
+async def _call(
+    host: str,
+    port: int,
+    password: str | None,
+    io_timeout: float,
+    *commands: tuple[str | int, ...],
+    tolerate: Callable[[BaseException], bool] = lambda _: False,
+) -> list[Any]:
+    """Run ``commands`` in order on one fresh connection; return their replies (INFO as raw text).
+
+    Every redis-py, asyncio or OS error becomes a ``RedisAdminError`` raised ``from None``, except
+    errors ``tolerate`` accepts, which end the call quietly.
+    """
+    client = aioredis.Redis(
+        host=host,
+        port=port,
+        password=password,
+        socket_timeout=io_timeout,
+        socket_connect_timeout=io_timeout,
+        retry=Retry(NoBackoff(), 0),
+        decode_responses=True,
+        single_connection_client=True,
+        lib_name=None,
+        lib_version=None,
+    )
+    client.set_response_callback("INFO", lambda response, **_: response)
+    replies: list[Any] = []
+    what = ""
+    error: RedisAdminError | None = None
+    try:
+        async with asyncio.timeout(2 * io_timeout + 0.5):
+            for command in commands:
+                what = " ".join(str(c) for c in command[:2])
+                replies.append(await client.execute_command(*command))  # type: ignore[no-untyped-call]
+    except (rexc.RedisError, TimeoutError, OSError) as exc:
+        if not tolerate(exc):
+            error = _translate(exc, host, port, what or "connect", password)
+    finally:
+        with contextlib.suppress(rexc.RedisError, OSError):  # a broken connection has nothing to release
+            await client.aclose()
+    if error is not None:
+        raise error from None
+    return replies
+
+
+def parse_info(text: str) -> dict[str, str]:
+    """``field:value`` lines of an INFO reply (section headers and blank lines skipped)."""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#") and ":" in line:
+            key, _, value = line.partition(":")
+            fields[key] = value.strip()
+    return fields
+
+
+def _keys(fields: Mapping[str, str]) -> int:
+    """Sum of ``keys=`` over the ``dbN:keys=..,expires=..`` lines of the keyspace section."""
+    total = 0
+    for key, value in fields.items():
+        if key.startswith("db") and key[2:].isdigit():
+            parts = dict(p.split("=", 1) for p in value.split(",") if "=" in p)
+            total += int(parts.get("keys", "0"))
+    return total
+
+
+def parse_facts(fields: Mapping[str, str]) -> RedisFacts:
+    """INFO fields → ``RedisFacts`` (``role:slave`` is ``Role.REPLICA``)."""
+    replica = fields.get("role") == "slave"
+    link_up = fields.get("master_link_status") == "up"
+    down_since: float | None = None
+    if replica and not link_up:
+        raw = int(fields.get("master_link_down_since_seconds", "-1"))
+        down_since = math.inf if raw < 0 else float(raw)  # -1: never connected
+    return RedisFacts(
+        role=Role.REPLICA if replica else Role.MASTER,
+        run_id=fields.get("run_id", ""),
+        master_replid=fields.get("master_replid", ""),
+        master_replid2=fields.get("master_replid2", NULL_REPLID),
+        master_repl_offset=int(fields.get("master_repl_offset", "0")),
+        slave_repl_offset=int(fields["slave_repl_offset"]) if "slave_repl_offset" in fields else None,
+        master_host=fields.get("master_host") if replica else None,
+        master_port=int(fields["master_port"]) if replica and "master_port" in fields else None,
+        master_link_up=link_up,
+        master_link_down_since_seconds=down_since,
+        replica_priority=int(fields.get("slave_priority", fields.get("replica_priority", "100"))),
+        connected_replicas=int(fields.get("connected_slaves", "0")),
+        keys=_keys(fields),
+        loading=fields.get("loading", "0") == "1",
+        uptime_seconds=int(fields.get("uptime_in_seconds", "0")),
+        failover_state=fields.get("master_failover_state", "no-failover"),
+    )
+
+
+async def info(
+    host: str, port: int, password: str | None = None, *, io_timeout: float = DEFAULT_IO_TIMEOUT
+) -> dict[str, str]:
+    """The default INFO sections as a flat ``field -> value`` dict."""
+    (text,) = await _call(host, port, password, io_timeout, ("INFO",))
+    return parse_info(str(text))
+
+
+async def observe(
+    host: str, port: int, password: str | None = None, *, io_timeout: float = DEFAULT_IO_TIMEOUT
+) -> RedisFacts:
+    """What this Redis says about itself, for ``topology.NodeObservation.redis``."""
+    return parse_facts(await info(host, port, password, io_timeout=io_timeout))
+
+
+async def ping(
+    host: str, port: int, password: str | None = None, *, io_timeout: float = DEFAULT_IO_TIMEOUT
+) -> None:
+    """Return on a valid reply: PONG, or -LOADING / -MASTERDOWN (Sentinel counts those as alive)."""
+    await _call(host, port, password, io_timeout, ("PING",), tolerate=_is_valid_error_reply)
+
+
+async def replica_of(
+    host: str,
+    port: int,
+    master_host: str,
+    master_port: int,
+    password: str | None = None,
+    *,
+    io_timeout: float = DEFAULT_IO_TIMEOUT,
+) -> None:
+    """``REPLICAOF master_host master_port`` (also demotes a master). Syncing happens afterwards."""
+    await _call(host, port, password, io_timeout, ("REPLICAOF", master_host, master_port))
+
+
+async def promote(
+    host: str, port: int, password: str | None = None, *, io_timeout: float = DEFAULT_IO_TIMEOUT
+) -> None:
+    """``REPLICAOF NO ONE``, then verify ``role:master``; ``RedisCommandError`` if it is not."""
+    _, text = await _call(
+        host, port, password, io_timeout, ("REPLICAOF", "NO", "ONE"), ("INFO", "replication")
+    )
+    role = parse_info(str(text)).get("role")
+    if role != "master":
+        raise RedisCommandError(host, port, f"REPLICAOF NO ONE: still role:{role}")
+
+
+async def failover_to(
+    host: str,
+    port: int,
+    target_host: str,
+    target_port: int,
+    password: str | None = None,
+    *,
+    failover_timeout_ms: int = 5000,
+    force: bool = True,
+    io_timeout: float = DEFAULT_IO_TIMEOUT,
+) -> None:
+    """Start a planned switchover on master ``host:port``: ``FAILOVER TO target [FORCE] TIMEOUT ms``.
+
+    Redis pauses writes, waits for the target to catch up, then makes it master and itself its
+    replica; with ``force`` it hands over even if the target is still behind after the timeout. The
+    command returns at once: poll :func:`failover_state` (``no-failover`` again when done).
+    """
+    command: list[str | int] = ["FAILOVER", "TO", target_host, target_port]
+    if force:
+        command.append("FORCE")
+    await _call(host, port, password, io_timeout, (*command, "TIMEOUT", failover_timeout_ms))
+
+
+async def failover_state(
+    host: str, port: int, password: str | None = None, *, io_timeout: float = DEFAULT_IO_TIMEOUT
+) -> str:
+    """``master_failover_state``: ``no-failover``, ``waiting-for-sync`` or ``failover-in-progress``."""
+    return (await info(host, port, password, io_timeout=io_timeout)).get(
+        "master_failover_state", "no-failover"
+    )
+
+
+async def bgsave(
+    host: str, port: int, password: str | None = None, *, io_timeout: float = DEFAULT_IO_TIMEOUT
+) -> bool:
+    """Start ``BGSAVE``; False when a save is already running (then just poll the status)."""
+    try:
+        await _call(host, port, password, io_timeout, ("BGSAVE",))
+    except RedisCommandError as exc:
+        if "already in progress" in str(exc):
+            return False
+        raise
+    return True
+
+
+async def bgsave_status(
+    host: str, port: int, password: str | None = None, *, io_timeout: float = DEFAULT_IO_TIMEOUT
+) -> BgsaveStatus:
+    """Whether a background save runs, and how the last one ended (INFO persistence)."""
+    fields = await info(host, port, password, io_timeout=io_timeout)
+    return BgsaveStatus(
+        in_progress=fields.get("rdb_bgsave_in_progress") == "1",
+        last_status=fields.get("rdb_last_bgsave_status", "ok"),
+        last_save_time=int(fields.get("rdb_last_save_time", "0")),
+        changes_since_last_save=int(fields.get("rdb_changes_since_last_save", "0")),
+    )
+
+
+async def configure(
+    host: str,
+    port: int,
+    settings: Mapping[str, str | int],
+    password: str | None = None,
+    *,
+    io_timeout: float = DEFAULT_IO_TIMEOUT,
+) -> None:
+    """``CONFIG SET`` each setting (e.g. ``min-replicas-to-write``, ``masterauth``, ``replica-priority``).
+
+    Values are never put in error messages (``masterauth`` is a password).
+    """
+    for name, value in settings.items():
+        try:
+            await _call(host, port, password, io_timeout, ("CONFIG", "SET", name, value))
+        except RedisCommandError:
+            raise RedisCommandError(host, port, f"CONFIG SET {name} was refused") from None

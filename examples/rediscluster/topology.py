@@ -1,0 +1,511 @@
+"""Redis topology decisions of the RedisCluster operator: pure functions and frozen data, no I/O.
+
+The reconcile observes every pod (Kubernetes facts plus what Redis says), calls :func:`plan`, persists
+a leading :class:`RecordMaster` in status, then carries out the other actions in order with
+``redis_admin``. Nothing here talks to Redis or Kubernetes (STYLE point 10), so every rule is a
+table-driven unit test. REFERENCE "Redis failover essentials" rules and where they live:
+
+- *Never promote on one bad probe*: :class:`DownDetector` reports how long an endpoint has had no
+  valid reply; :func:`plan` fails over only when ``master_unhealthy_for >= down_after`` **and** the
+  current observation still shows the master unreachable or its pod NotReady.
+- *Rank candidates*: :func:`choose_failover_candidate` skips replica-priority 0, loading, terminating
+  and long-disconnected replicas (Sentinel: link down longer than ``link_down_factor * down_after``
+  plus the master's downtime); offsets are compared only within one ``master_replid`` group; order is
+  lowest priority, highest processed offset, lowest run id.
+- *Record, promote, verify, re-point*: a change of master always starts with
+  ``RecordMaster(pod, epoch + 1)``, then ``Promote`` (the executor verifies ``role:master``), then
+  ``ReplicaOf``/``Demote`` of the others. A restarted operator finds the recorded master still a
+  replica and resumes the same decision (``Switchover`` when the old master is alive and in sync).
+- *Fence the old master / one master only*: every reachable master other than the recorded one gets
+  ``Demote``; the master label is taken off every other pod before anything else happens.
+- *Empty restarted master*: a recorded master answering with no keys while replicas of an older
+  lineage still hold keys is never made a sync source; the best of those replicas is promoted.
+- *Stale pod IPs*: a replica follows the master only if ``master_host:master_port`` is the master
+  pod's current IP and port; otherwise it is re-pointed.
+- *Scale-in never removes the master*: :func:`scale_down_victims` asks for a planned switchover
+  (:func:`switchover`, ``FAILOVER TO``) first.
+
+Plans are deterministic (same inputs, same plan) and a converged cluster yields an empty plan.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "NULL_REPLID",
+    "Action",
+    "ClusterState",
+    "Demote",
+    "DownDetector",
+    "NodeObservation",
+    "Plan",
+    "Policy",
+    "Promote",
+    "RecordMaster",
+    "RedisFacts",
+    "ReplicaOf",
+    "Role",
+    "ScaleDown",
+    "SetLabel",
+    "Switchover",
+    "Wait",
+    "bootstrap",
+    "choose_failover_candidate",
+    "is_empty_restart",
+    "plan",
+    "scale_down_victims",
+    "switchover",
+]
+
+NULL_REPLID = "0" * 40
+
+
+class Role(enum.StrEnum):
+    MASTER = "master"
+    REPLICA = "replica"
+
+
+@dataclass(frozen=True, slots=True)
+class RedisFacts:
+    """What one Redis answered (INFO replication/server/persistence/keyspace)."""
+
+    role: Role
+    run_id: str
+    master_replid: str
+    master_replid2: str = NULL_REPLID
+    master_repl_offset: int = 0
+    slave_repl_offset: int | None = None  # processed offset; replicas only
+    master_host: str | None = None
+    master_port: int | None = None
+    master_link_up: bool = False
+    master_link_down_since_seconds: float | None = None  # math.inf: never connected
+    replica_priority: int = 100
+    connected_replicas: int = 0
+    keys: int = 0
+    loading: bool = False
+    uptime_seconds: int = 0
+    failover_state: str = "no-failover"
+
+    @property
+    def offset(self) -> int:
+        return self.slave_repl_offset if self.slave_repl_offset is not None else self.master_repl_offset
+
+
+@dataclass(frozen=True, slots=True)
+class NodeObservation:
+    """One pod: Kubernetes facts plus ``redis`` (None when Redis gave no valid reply in time)."""
+
+    pod: str
+    ordinal: int
+    ip: str | None
+    port: int = 6379
+    pod_ready: bool = False
+    label: str | None = None  # current value of the pod's role label
+    terminating: bool = False
+    redis: RedisFacts | None = None
+
+    @property
+    def reachable(self) -> bool:
+        return self.redis is not None and self.ip is not None
+
+    @property
+    def role(self) -> Role | None:
+        return self.redis.role if self.redis is not None else None
+
+    def follows(self, master: NodeObservation) -> bool:
+        """True when this replica is configured to replicate from ``master``'s current address."""
+        r = self.redis
+        return (
+            r is not None
+            and r.role is Role.REPLICA
+            and master.ip is not None
+            and (r.master_host, r.master_port) == (master.ip, master.port)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterState:
+    """The decision recorded in status: who is master, and the failover epoch that chose it."""
+
+    current_master: str | None = None
+    master_epoch: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """The spec fields that drive decisions."""
+
+    down_after: float = 5.0  # seconds (spec downAfterMilliseconds / 1000)
+    enable_auto_failover: bool = True
+    link_down_factor: float = 10.0  # Sentinel: replicas disconnected > 10 x down-after are skipped
+
+
+# Actions, carried out in plan order; the executor stops at the first failure and requeues.
+# RecordMaster: persist status currentMaster=pod, masterEpoch=epoch before any later action.
+# Promote: REPLICAOF NO ONE, then verify role:master. ReplicaOf / Demote: REPLICAOF <master>
+# (Demote fences a master that is not the recorded one). Switchover: planned handover, FAILOVER TO
+# <to> FORCE TIMEOUT sent to the live old master <pod>. SetLabel: the pod's role label.
+# Wait: nothing safe to do now; requeue and observe again.
+
+
+@dataclass(frozen=True, slots=True)
+class RecordMaster:
+    pod: str
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class Promote:
+    pod: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaOf:
+    pod: str
+    master: str
+
+
+@dataclass(frozen=True, slots=True)
+class Demote:
+    pod: str
+    master: str
+
+
+@dataclass(frozen=True, slots=True)
+class Switchover:
+    pod: str
+    to: str
+
+
+@dataclass(frozen=True, slots=True)
+class SetLabel:
+    pod: str
+    role: Role
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    reason: str
+
+
+Action = RecordMaster | Promote | ReplicaOf | Demote | Switchover | SetLabel | Wait
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    actions: tuple[Action, ...] = ()
+
+    @property
+    def converged(self) -> bool:
+        return not self.actions
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleDown:
+    """Pods a scale-in removes; when the master is among them, switch over to ``failover_to`` first."""
+
+    victims: tuple[str, ...]
+    fail_over_first: bool = False
+    failover_to: str | None = None
+
+
+class DownDetector:
+    """Probe history of one endpoint. Pure: callers pass the times (from an injected clock).
+
+    ``unhealthy_for(now)`` is 0 while the latest sample is valid, else the time since the last valid
+    reply (or since the first sample when none was ever valid). One bad probe therefore never makes
+    an endpoint down: it is down only once no valid reply came for the whole ``down_after`` window.
+    """
+
+    __slots__ = ("_first", "_last_at", "_last_ok", "_latest_ok")
+
+    def __init__(self) -> None:
+        self._first: float | None = None
+        self._last_at = -math.inf
+        self._last_ok: float | None = None
+        self._latest_ok = True
+
+    @property
+    def last_valid_reply(self) -> float | None:
+        return self._last_ok
+
+    @property
+    def answering(self) -> bool:
+        """False while the latest sample was not a valid reply (True before any sample)."""
+        return self._latest_ok
+
+    def record(self, at: float, ok: bool) -> None:
+        if at < self._last_at:
+            return  # a late sample never overrides a newer one
+        if self._first is None:
+            self._first = at
+        self._last_at = at
+        self._latest_ok = ok
+        if ok:
+            self._last_ok = at
+
+    def unhealthy_for(self, now: float) -> float:
+        if self._first is None or self._latest_ok:
+            return 0.0
+        since = self._last_ok if self._last_ok is not None else self._first
+        return max(0.0, now - since)
+
+    def is_down(self, now: float, down_after: float) -> bool:
+        return self._first is not None and not self._latest_ok and self.unhealthy_for(now) >= down_after
+
+
+def _index(observations: Iterable[NodeObservation]) -> dict[str, NodeObservation]:
+    nodes: dict[str, NodeObservation] = {}
+    for n in sorted(observations, key=lambda o: (o.ordinal, o.pod)):
+        if n.pod in nodes:
+            raise ValueError(f"pod {n.pod} observed twice")
+        nodes[n.pod] = n
+    return nodes
+
+
+def _rank(n: NodeObservation) -> tuple[int, int, str]:
+    assert n.redis is not None
+    return (n.redis.replica_priority, -n.redis.offset, n.redis.run_id)
+
+
+def _serving_key(n: NodeObservation) -> tuple[int, int, int]:
+    r = n.redis
+    return (-r.connected_replicas, -r.keys, n.ordinal) if r is not None else (0, 0, n.ordinal)
+
+
+def bootstrap(observations: Iterable[NodeObservation]) -> str | None:
+    """The first master of a cluster without a recorded one.
+
+    A reachable master that already serves data (keys or connected replicas) is adopted, so losing
+    status never wipes a dataset; otherwise the pod with ordinal 0. None while that pod is not
+    reachable (or is loading).
+    """
+    nodes = [n for n in _index(observations).values() if n.reachable and n.redis and not n.redis.loading]
+    serving = [
+        n
+        for n in nodes
+        if n.redis and n.redis.role is Role.MASTER and (n.redis.keys or n.redis.connected_replicas)
+    ]
+    if serving:
+        return min(serving, key=_serving_key).pod
+    return next((n.pod for n in nodes if n.ordinal == 0), None)
+
+
+def is_empty_restart(master: NodeObservation, observations: Iterable[NodeObservation]) -> bool:
+    """``master`` answers with no keys while a replica of another lineage still holds keys.
+
+    That is a master restarted without persistence: it must never become the sync source, since
+    syncing from it would wipe the replicas. A replica of the master's own lineage (its replid or
+    replid2) is not a witness: it already has what the master has.
+    """
+    m = master.redis
+    if m is None or m.role is not Role.MASTER or m.keys or m.loading:
+        return False
+    return any(
+        n.pod != master.pod
+        and n.redis is not None
+        and n.redis.role is Role.REPLICA
+        and n.redis.keys > 0
+        and n.redis.master_replid not in (m.master_replid, m.master_replid2)
+        for n in observations
+    )
+
+
+def choose_failover_candidate(
+    observations: Iterable[NodeObservation],
+    old_master: str | None,
+    policy: Policy,
+    *,
+    master_unhealthy_for: float = 0.0,
+    exclude_replid: str | None = None,
+) -> NodeObservation | None:
+    """The replica to promote in place of ``old_master``, or None when no replica is eligible.
+
+    Eligible: reachable replica, not terminating, not loading, replica-priority != 0, link to its
+    master down no longer than ``master_unhealthy_for + link_down_factor * down_after``, and not of
+    the ``exclude_replid`` lineage. Replicas are grouped by ``master_replid`` (offsets of different
+    lineages are not comparable); the group that followed ``old_master`` wins, then the larger group.
+    Within a group: lowest replica-priority, highest processed offset, lowest run id.
+    """
+    nodes = _index(observations)
+    old = nodes.get(old_master) if old_master is not None else None
+    max_down = master_unhealthy_for + policy.link_down_factor * policy.down_after
+    groups: dict[str, list[NodeObservation]] = {}
+    for n in nodes.values():
+        r = n.redis
+        if n.pod == old_master or not n.reachable or n.terminating or r is None or r.role is not Role.REPLICA:
+            continue
+        if r.loading or r.replica_priority == 0 or r.master_replid == exclude_replid:
+            continue
+        if not r.master_link_up and (r.master_link_down_since_seconds or math.inf) > max_down:
+            continue
+        groups.setdefault(r.master_replid, []).append(n)
+    if not groups:
+        return None
+
+    def group_key(members: list[NodeObservation]) -> tuple[bool, int, int, str]:
+        best = min(members, key=_rank)
+        followed_old = old is not None and any(m.follows(old) for m in members)
+        return (not followed_old, -len(members), _rank(best)[0], _rank(best)[2])
+
+    chosen: list[NodeObservation] = min(groups.values(), key=group_key)
+    return min(chosen, key=_rank)
+
+
+def _converge(nodes: dict[str, NodeObservation], master: str, epoch: int | None) -> Plan:
+    """Actions that make ``master`` the only master and every other reachable node its replica.
+
+    ``epoch`` (a new decision) puts ``RecordMaster`` first. Labels leave the other pods before any
+    Redis command, so no Service selects two masters; the master label comes last, after Promote.
+    """
+    m = nodes[master]
+    actions: list[Action] = [RecordMaster(master, epoch)] if epoch is not None else []
+    others = [n for n in nodes.values() if n.pod != master]
+    actions += [SetLabel(n.pod, Role.REPLICA) for n in others if n.label != Role.REPLICA]
+    if m.role is not Role.MASTER:
+        actions.append(Promote(master))
+    for n in others:
+        if not n.reachable or n.redis is None or n.redis.loading:
+            continue
+        if n.role is Role.MASTER:
+            actions.append(Demote(n.pod, master))
+        elif not n.follows(m):
+            actions.append(ReplicaOf(n.pod, master))
+    if m.label != Role.MASTER:
+        actions.append(SetLabel(master, Role.MASTER))
+    return Plan(tuple(actions))
+
+
+def _resume(nodes: dict[str, NodeObservation], target: NodeObservation, epoch: int | None = None) -> Plan:
+    """Make replica ``target`` the master (``epoch``: record that decision first).
+
+    When it replicates, link up, from a live master, hand over with ``Switchover`` (FAILOVER waits
+    for the replica to catch up: no write loss); otherwise promote it and fence every other master.
+    """
+    old = next((n for n in nodes.values() if n.role is Role.MASTER and target.follows(n)), None)
+    if old is None or old.redis is None or target.redis is None or not target.redis.master_link_up:
+        return _converge(nodes, target.pod, epoch)
+    if old.redis.failover_state != "no-failover":
+        return _wait(f"switchover {old.pod} -> {target.pod} in progress ({old.redis.failover_state})")
+    actions: list[Action] = [RecordMaster(target.pod, epoch)] if epoch is not None else []
+    if old.label != Role.REPLICA:
+        actions.append(SetLabel(old.pod, Role.REPLICA))
+    return Plan((*actions, Switchover(old.pod, target.pod)))
+
+
+def _wait(reason: str) -> Plan:
+    return Plan((Wait(reason),))
+
+
+def _fail_over(
+    nodes: dict[str, NodeObservation],
+    recorded: ClusterState,
+    policy: Policy,
+    why: str,
+    *,
+    unhealthy_for: float,
+    exclude_replid: str | None = None,
+) -> Plan:
+    if not policy.enable_auto_failover:
+        return _wait(f"{why}; automatic failover is disabled")
+    candidate = choose_failover_candidate(
+        nodes.values(),
+        recorded.current_master,
+        policy,
+        master_unhealthy_for=unhealthy_for,
+        exclude_replid=exclude_replid,
+    )
+    if candidate is None:
+        return _wait(f"{why}; no eligible replica to promote")
+    epoch = recorded.master_epoch + 1
+    if exclude_replid is not None:  # never hand over from (or sync with) the excluded lineage
+        return _converge(nodes, candidate.pod, epoch)
+    return _resume(nodes, candidate, epoch)
+
+
+def plan(
+    observations: Sequence[NodeObservation],
+    recorded: ClusterState,
+    policy: Policy,
+    *,
+    master_unhealthy_for: float = 0.0,
+) -> Plan:
+    """The ordered actions that take the observed cluster to the recorded (or a new) master.
+
+    ``master_unhealthy_for``: seconds the recorded master has had no valid reply or a NotReady pod
+    (the larger of the two signals; see :class:`DownDetector`). A recorded master that is still a
+    replica (a promotion recorded but not carried out) is promoted whatever its readiness.
+    """
+    nodes = _index(observations)
+    name = recorded.current_master
+    if name is None:
+        first = bootstrap(nodes.values())
+        if first is None:
+            return _wait("bootstrap: waiting for pod ordinal 0 to answer")
+        return _converge(nodes, first, recorded.master_epoch + 1)
+    master = nodes.get(name)
+    m = master.redis if master is not None and master.reachable else None
+    if master is None or m is None or (m.role is Role.MASTER and not master.pod_ready):
+        if master_unhealthy_for < policy.down_after:
+            return _wait(
+                f"master {name} unhealthy for {master_unhealthy_for:.1f}s < down-after {policy.down_after:g}s"
+            )
+        return _fail_over(
+            nodes, recorded, policy, f"master {name} is down", unhealthy_for=master_unhealthy_for
+        )
+    if m.loading:
+        return _wait(f"master {name} is loading its dataset")
+    if is_empty_restart(master, nodes.values()):
+        return _fail_over(
+            nodes,
+            recorded,
+            policy,
+            f"master {name} restarted empty while replicas hold data",
+            unhealthy_for=max(master_unhealthy_for, float(m.uptime_seconds)),
+            exclude_replid=m.master_replid,
+        )
+    if m.role is Role.REPLICA:
+        return _resume(nodes, master)
+    return _converge(nodes, name, None)
+
+
+def switchover(observations: Sequence[NodeObservation], recorded: ClusterState, to: str) -> Plan:
+    """A planned handover of the recorded master to replica ``to`` (``FAILOVER TO``, Redis >= 6.2)."""
+    nodes = _index(observations)
+    if recorded.current_master == to:
+        return Plan()
+    master = nodes.get(recorded.current_master or "")
+    target = nodes.get(to)
+    if master is None or master.role is not Role.MASTER or not master.reachable:
+        return _wait(f"switchover to {to}: the recorded master is not serving")
+    r = target.redis if target is not None and target.reachable else None
+    if target is None or r is None or not target.follows(master) or not r.master_link_up:
+        return _wait(f"switchover to {to}: it is not an in-sync replica of {master.pod}")
+    if r.replica_priority == 0 or target.terminating:
+        return _wait(f"switchover to {to}: it may not become master")
+    return _resume(nodes, target, recorded.master_epoch + 1)
+
+
+def scale_down_victims(
+    observations: Sequence[NodeObservation], recorded: ClusterState, replicas: int, policy: Policy
+) -> ScaleDown:
+    """The pods a StatefulSet scale-in to ``replicas`` removes (highest ordinals first).
+
+    The master is never removed: when it is among them, ``fail_over_first`` is set and
+    ``failover_to`` names the best surviving replica (None when none is eligible yet).
+    """
+    if replicas < 1:
+        raise ValueError("a RedisCluster keeps at least one pod (its master)")
+    nodes = _index(observations)
+    victims = tuple(n.pod for n in sorted(nodes.values(), key=lambda n: -n.ordinal) if n.ordinal >= replicas)
+    if recorded.current_master not in victims:
+        return ScaleDown(victims)
+    survivors = [n for n in nodes.values() if n.ordinal < replicas]
+    master = nodes[recorded.current_master]
+    in_sync = [n for n in survivors if n.follows(master) and n.redis is not None and n.redis.master_link_up]
+    best = choose_failover_candidate([*in_sync, master], master.pod, policy)
+    return ScaleDown(victims, True, best.pod if best is not None else None)

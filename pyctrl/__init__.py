@@ -1,11 +1,49 @@
 """pyctrl: an asyncio re-implementation of Kubernetes controller-runtime.
 
 Mirrors ``sigs.k8s.io/controller-runtime`` (and the client-go pieces it stands on) with the same
-names in snake_case. Sub-packages, one concept each:
+names in snake_case. This module is the documented facade (controller-runtime's ``alias.go``):
+the names most operators need. Sub-packages, one concept each:
 
-- ``pyctrl.workqueue``  -- client-go ``util/workqueue`` (dedup, delaying, rate limiting, priority)
-- ``pyctrl.metrics``    -- controller-runtime ``pkg/metrics`` (the shared Prometheus registry)
-- ``pyctrl.envtest``    -- controller-runtime ``pkg/envtest`` (a real local control plane for tests)
+- ``pyctrl.workqueue``      -- client-go ``util/workqueue`` (dedup, delaying, rate limiting, priority)
+- ``pyctrl.client``         -- ``pkg/client``: typed objects, the apiserver client, split and fake clients
+- ``pyctrl.cache``          -- ``pkg/cache`` + client-go ``tools/cache``: reflector, store, informers
+- ``pyctrl.reconcile``      -- ``pkg/reconcile``: Request, Result, TerminalError
+- ``pyctrl.event``, ``pyctrl.predicate``, ``pyctrl.handler``, ``pyctrl.source`` -- the event plumbing
+- ``pyctrl.controller``     -- ``pkg/internal/controller``: workers and result handling
+- ``pyctrl.builder``        -- ``pkg/builder``: ControllerBuilder
+- ``pyctrl.manager``        -- ``pkg/manager``: runnables, servers, leader election
+- ``pyctrl.leaderelection`` -- client-go ``tools/leaderelection`` (Lease lock)
+- ``pyctrl.recorder``       -- client-go ``tools/record``: Events with correlation
+- ``pyctrl.controllerutil`` -- ``pkg/controller/controllerutil``
+- ``pyctrl.healthz``, ``pyctrl.metrics``, ``pyctrl.log`` -- probes, the metrics registry, logging
+- ``pyctrl.crdgen``, ``pyctrl.rbacgen`` -- controller-tools' CRD and RBAC generation
+- ``pyctrl.envtest``        -- ``pkg/envtest``: a real local control plane (and node) for tests
 """
 
+from pyctrl.builder import BuilderError, ControllerBuilder
+from pyctrl.client import ApiClient, Config, load_config
+from pyctrl.controller import Controller, ControllerError
+from pyctrl.log import get_logger, setup_logging
+from pyctrl.manager import Manager, ManagerError, Runnable
+from pyctrl.reconcile import Reconciler, Request, Result, TerminalError
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "ApiClient",
+    "BuilderError",
+    "Config",
+    "Controller",
+    "ControllerBuilder",
+    "ControllerError",
+    "Manager",
+    "ManagerError",
+    "Reconciler",
+    "Request",
+    "Result",
+    "Runnable",
+    "TerminalError",
+    "get_logger",
+    "load_config",
+    "setup_logging",
+]

@@ -119,8 +119,8 @@ class Manager:
         self.scheme = scheme
         self.api_client = ApiClient(config, scheme=scheme)
         self.cache = Cache(self.api_client, **(cache_options or {}))
-        self.client = SplitClient(self.api_client, self.cache)
-        self.api_reader = self.api_client
+        self.client = SplitClient(self.cache, self.api_client)
+        self.api_reader = self.client.api_reader
         self.graceful_shutdown_timeout = graceful_shutdown_timeout
         self.elected = asyncio.Event()
         self.log = get_logger("pyctrl.manager")
@@ -149,7 +149,7 @@ class Manager:
                 self.api_client,
                 LeaderElectionConfig(
                     name=leader_election_id,
-                    namespace=leader_election_namespace or config.namespace or "default",
+                    namespace=leader_election_namespace or _incluster_namespace() or "default",
                     lease_duration=lease_duration,
                     renew_deadline=renew_deadline,
                     retry_period=retry_period,
@@ -263,7 +263,7 @@ class Manager:
         """Watch every runnable task until ``stop``; a failure or lost leadership raises."""
         stop_task = asyncio.create_task(stop.wait())
         leader_task = asyncio.create_task(self._become_leader())
-        finished: set[asyncio.Task[None]] = set()
+        finished: set[asyncio.Task[Any]] = set()
         try:
             while not stop.is_set():
                 self._wake.clear()
@@ -280,7 +280,7 @@ class Manager:
             stop_task.cancel()
             leader_task.cancel()
 
-    def _check_finished(self, task: asyncio.Task[None], stop: asyncio.Event) -> None:
+    def _check_finished(self, task: asyncio.Task[Any], stop: asyncio.Event) -> None:
         if task in self._elector_group.tasks:
             self._leader_group.stop.set()
             for t in self._leader_group.tasks:
@@ -322,3 +322,12 @@ class _ElectorRunnable:
 
     async def start(self, stop: asyncio.Event) -> None:
         await self.elector.run(stop)
+
+
+def _incluster_namespace() -> str | None:
+    """The pod's namespace when running in a cluster (controller-runtime's default for the lease)."""
+    try:
+        with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None

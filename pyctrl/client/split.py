@@ -1,0 +1,155 @@
+"""The split client: reads from the informer cache, writes to the apiserver.
+
+Mirrors controller-runtime's default manager client (``client.New`` with ``Cache.Reader``,
+``Options.Cache.DisableFor``, ``Unstructured: false``) and ``mgr.GetAPIReader()``.
+
+Guarantees:
+
+- ``get``/``list`` of a typed kind go to the cache (starting its informer on first use), except
+  for kinds in ``uncached``; unstructured kinds (named by GVK) are read from the apiserver unless
+  ``cache_unstructured=True``;
+- every write (and ``status()``/``subresource()``) goes straight to the apiserver, so a read right
+  after a write may still return the older object until the watch delivers the change —
+  compare ``resourceVersion`` or requeue, as with controller-runtime;
+- :attr:`SplitClient.api_reader` always reads from the apiserver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar, overload
+
+from pyctrl.client.gvk import GroupVersionKind
+from pyctrl.client.interfaces import (
+    Client,
+    ObjectList,
+    Preconditions,
+    PropagationPolicy,
+    Reader,
+    StatusWriter,
+    SubResourceClient,
+)
+from pyctrl.client.objects import KubeObject
+from pyctrl.client.patch import Patch
+from pyctrl.client.scheme import Kind, kind_gvk
+from pyctrl.client.selectors import FieldSelector, Selector
+
+__all__ = ["SplitClient"]
+
+T = TypeVar("T", bound=KubeObject)
+ObjT = TypeVar("ObjT", bound=KubeObject | dict[str, Any])
+
+
+class SplitClient:
+    """A ``Client`` that reads through ``cache`` and writes through ``client``."""
+
+    def __init__(
+        self,
+        cache: Reader,
+        client: Client,
+        *,
+        uncached: Iterable[Kind] = (),
+        cache_unstructured: bool = False,
+    ) -> None:
+        self.cache = cache
+        self.client = client
+        self._uncached = {kind_gvk(k) for k in uncached}
+        self._cache_unstructured = cache_unstructured
+
+    @property
+    def api_reader(self) -> Reader:
+        """Reads that bypass the cache (controller-runtime ``GetAPIReader``)."""
+        return self.client
+
+    def _reader(self, kind: Kind) -> Reader:
+        if kind_gvk(kind) in self._uncached:
+            return self.client
+        if isinstance(kind, GroupVersionKind) and not self._cache_unstructured:
+            return self.client
+        return self.cache
+
+    @overload
+    async def get(self, kind: type[T], name: str, *, namespace: str | None = None) -> T: ...
+    @overload
+    async def get(
+        self, kind: GroupVersionKind, name: str, *, namespace: str | None = None
+    ) -> dict[str, Any]: ...
+    async def get(self, kind: Kind, name: str, *, namespace: str | None = None) -> Any:
+        return await self._reader(kind).get(kind, name, namespace=namespace)
+
+    @overload
+    async def list(
+        self,
+        kind: type[T],
+        *,
+        namespace: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        label_selector: str | Selector | None = None,
+        fields: Mapping[str, str] | None = None,
+        field_selector: str | FieldSelector | None = None,
+        limit: int | None = None,
+        continue_: str | None = None,
+    ) -> ObjectList[T]: ...
+    @overload
+    async def list(
+        self,
+        kind: GroupVersionKind,
+        *,
+        namespace: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        label_selector: str | Selector | None = None,
+        fields: Mapping[str, str] | None = None,
+        field_selector: str | FieldSelector | None = None,
+        limit: int | None = None,
+        continue_: str | None = None,
+    ) -> ObjectList[dict[str, Any]]: ...
+    async def list(self, kind: Kind, **options: Any) -> ObjectList[Any]:
+        return await self._reader(kind).list(kind, **options)
+
+    async def create(self, obj: ObjT, *, dry_run: bool = False, field_manager: str | None = None) -> ObjT:
+        return await self.client.create(obj, dry_run=dry_run, field_manager=field_manager)
+
+    async def update(self, obj: ObjT, *, dry_run: bool = False, field_manager: str | None = None) -> ObjT:
+        return await self.client.update(obj, dry_run=dry_run, field_manager=field_manager)
+
+    async def patch(
+        self,
+        obj: ObjT,
+        patch: Patch,
+        *,
+        dry_run: bool = False,
+        field_manager: str | None = None,
+        force: bool | None = None,
+    ) -> ObjT:
+        return await self.client.patch(obj, patch, dry_run=dry_run, field_manager=field_manager, force=force)
+
+    async def apply(
+        self, obj: ObjT, *, field_manager: str, force: bool = False, dry_run: bool = False
+    ) -> ObjT:
+        return await self.client.apply(obj, field_manager=field_manager, force=force, dry_run=dry_run)
+
+    async def delete(
+        self,
+        obj: KubeObject | dict[str, Any],
+        *,
+        propagation_policy: PropagationPolicy | None = None,
+        preconditions: Preconditions | None = None,
+        grace_period_seconds: int | None = None,
+        dry_run: bool = False,
+    ) -> None:
+        await self.client.delete(
+            obj,
+            propagation_policy=propagation_policy,
+            preconditions=preconditions,
+            grace_period_seconds=grace_period_seconds,
+            dry_run=dry_run,
+        )
+
+    async def delete_all_of(self, kind: Kind, **options: Any) -> None:
+        await self.client.delete_all_of(kind, **options)
+
+    def status(self) -> StatusWriter:
+        return self.client.status()
+
+    def subresource(self, name: str) -> SubResourceClient:
+        return self.client.subresource(name)

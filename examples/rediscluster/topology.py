@@ -12,12 +12,14 @@ table-driven unit test. REFERENCE "Redis failover essentials" rules and where th
   and long-disconnected replicas (Sentinel: link down longer than ``link_down_factor * down_after``
   plus the master's downtime); offsets are compared only within one ``master_replid`` group; order is
   lowest priority, highest processed offset, lowest run id.
-- *Record, promote, verify, re-point*: a change of master always starts with
-  ``RecordMaster(pod, epoch + 1)``, then ``Promote`` (the executor verifies ``role:master``), then
-  ``ReplicaOf``/``Demote`` of the others. A restarted operator finds the recorded master still a
-  replica and resumes the same decision (``Switchover`` when the old master is alive and in sync).
-- *Fence the old master / one master only*: every reachable master other than the recorded one gets
-  ``Demote``; the master label is taken off every other pod before anything else happens.
+- *Record, promote, verify, re-point*: a change of master (bootstrap, failover, switchover) always
+  starts with ``RecordMaster(pod, epoch + 1)``, then ``Promote`` (the executor verifies
+  ``role:master``), then ``ReplicaOf``/``Demote`` of the others. A restarted operator finds the
+  recorded master still a replica and resumes the same decision (``Switchover`` when the old
+  master is alive and in sync).
+- *Fence the old master / one master only*: every reachable master other than the recorded one is
+  re-pointed (``Demote``, or ``ReplicaOf`` when it is fresh and empty); the master label leaves
+  every other pod before any Redis command.
 - *Empty restarted master*: a recorded master answering with no keys while replicas of an older
   lineage still hold keys is never made a sync source; the best of those replicas is promoted.
 - *Stale pod IPs*: a replica follows the master only if ``master_host:master_port`` is the master
@@ -146,10 +148,10 @@ class Policy:
 
 # Actions, carried out in plan order; the executor stops at the first failure and requeues.
 # RecordMaster: persist status currentMaster=pod, masterEpoch=epoch before any later action.
-# Promote: REPLICAOF NO ONE, then verify role:master. ReplicaOf / Demote: REPLICAOF <master>
-# (Demote fences a master that is not the recorded one). Switchover: planned handover, FAILOVER TO
-# <to> FORCE TIMEOUT sent to the live old master <pod>. SetLabel: the pod's role label.
-# Wait: nothing safe to do now; requeue and observe again.
+# Promote: REPLICAOF NO ONE, then verify role:master. ReplicaOf / Demote: REPLICAOF <master>;
+# Demote fences a master that holds data or feeds replicas (a returning old master).
+# Switchover: planned handover, FAILOVER TO <to> FORCE TIMEOUT sent to the live old master <pod>.
+# SetLabel: the pod's role label. Wait: nothing safe to do now; requeue and observe again.
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,6 +274,12 @@ def _rank(n: NodeObservation) -> tuple[int, int, str]:
     return (n.redis.replica_priority, -n.redis.offset, n.redis.run_id)
 
 
+def _serving(n: NodeObservation) -> bool:
+    """A master holding data or feeding replicas (not a freshly started, empty one)."""
+    r = n.redis
+    return r is not None and r.role is Role.MASTER and bool(r.keys or r.connected_replicas)
+
+
 def _serving_key(n: NodeObservation) -> tuple[int, int, int]:
     r = n.redis
     return (-r.connected_replicas, -r.keys, n.ordinal) if r is not None else (0, 0, n.ordinal)
@@ -285,11 +293,7 @@ def bootstrap(observations: Iterable[NodeObservation]) -> str | None:
     reachable (or is loading).
     """
     nodes = [n for n in _index(observations).values() if n.reachable and n.redis and not n.redis.loading]
-    serving = [
-        n
-        for n in nodes
-        if n.redis and n.redis.role is Role.MASTER and (n.redis.keys or n.redis.connected_replicas)
-    ]
+    serving = [n for n in nodes if _serving(n)]
     if serving:
         return min(serving, key=_serving_key).pod
     return next((n.pod for n in nodes if n.ordinal == 0), None)
@@ -371,9 +375,9 @@ def _converge(nodes: dict[str, NodeObservation], master: str, epoch: int | None)
     for n in others:
         if not n.reachable or n.redis is None or n.redis.loading:
             continue
-        if n.role is Role.MASTER:
+        if _serving(n):
             actions.append(Demote(n.pod, master))
-        elif not n.follows(m):
+        elif n.role is Role.MASTER or not n.follows(m):
             actions.append(ReplicaOf(n.pod, master))
     if m.label != Role.MASTER:
         actions.append(SetLabel(master, Role.MASTER))

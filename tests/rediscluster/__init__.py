@@ -1,0 +1,1 @@
+"""Tests of the RedisCluster operator's Redis domain layer (topology, redis_admin, prober)."""

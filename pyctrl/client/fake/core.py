@@ -411,13 +411,14 @@ class FakeCore:
         cur = self.current(gvk, key)
         meta = cur["metadata"]
         if preconditions is not None:
-            for what, want, have in (
-                ("UID", preconditions.uid, meta.get("uid")),
-                ("ResourceVersion", preconditions.resource_version, meta.get("resourceVersion")),
+            for what, want, have, why in (
+                ("UID", preconditions.uid, meta.get("uid"), "deleted and then recreated"),
+                ("ResourceVersion", preconditions.resource_version, meta.get("resourceVersion"), "modified"),
             ):
                 if want and want != have:
                     message = (
-                        f"Precondition failed: {what} in precondition: {want}, {what} in object meta: {have}"
+                        f'Operation cannot be fulfilled on {gvk.kind} "{key[1]}": the {what} in the precondition '
+                        f"({want}) does not match the {what} in record ({have}). The object might have been {why}"
                     )
                     raise Conflict(_status("Conflict", 409, message))
         if dry_run:

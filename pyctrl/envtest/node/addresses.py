@@ -76,6 +76,7 @@ class AddressPool:
         if value in self._used or uid in self._by_uid:
             return False
         self._take(uid, value)
+        self._next = max(self._next, self._candidates.index(value) + 1) % len(self._candidates)
         return True
 
     def release(self, uid: str) -> None:

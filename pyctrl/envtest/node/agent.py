@@ -6,6 +6,8 @@ containers (SIGTERM, ``stop_grace`` seconds, SIGKILL, in parallel) → Node repo
 connections closed.
 
 Guarantees:
+- ``scheduler=False`` / ``provisioner=False`` (for a second node on the same control plane) leave
+  binding pending Pods and provisioning volumes to another node;
 - the Node turns Ready only after every watch has its initial list, so a Pod created once the
   Node is Ready is seen;
 - one worker per Pod uid (``pod.PodWorker``); the worker always sees the Pod's latest version;
@@ -46,6 +48,18 @@ class NodeConfig:
     backoff_initial: float = 10.0
     backoff_max: float = 300.0
     stop_grace: float = 5.0
+    scheduler: bool = True
+    provisioner: bool = True
+
+
+async def _until_synced(events: list[asyncio.Event], stop: asyncio.Event) -> bool:
+    """Wait until every event is set (True) or ``stop`` is (False)."""
+    waiting: asyncio.Future[Any] = asyncio.gather(*(e.wait() for e in events))
+    stopped: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
+    await asyncio.wait([waiting, stopped], return_when=asyncio.FIRST_COMPLETED)
+    waiting.cancel()
+    stopped.cancel()
+    return all(e.is_set() for e in events)
 
 
 class NodeAgent:
@@ -67,7 +81,12 @@ class NodeAgent:
         try:
             capacity = machine_capacity(config.state_dir)
             node = NodeStatus(kube, config.node_name, capacity)
-            provisioner = Provisioner(kube, config.state_dir / "volumes", on_claims_changed=self._poke_all)
+            provisioner = Provisioner(
+                kube,
+                config.state_dir / "volumes",
+                provision=config.provisioner,
+                on_claims_changed=self._poke_all,
+            )
             self._ctx = NodeContext(
                 kube=kube,
                 node_name=config.node_name,
@@ -83,22 +102,16 @@ class NodeAgent:
                 kube, "/api/v1/pods", self._pod_changed, field_selector=f"spec.nodeName={config.node_name}"
             )
             scheduler = Scheduler(kube, config.node_name, node.labels)
-            background = [
-                asyncio.create_task(pods.run(), name="pods"),
-                asyncio.create_task(scheduler.run(), name="scheduler"),
-                asyncio.create_task(provisioner.run(), name="provisioner"),
-            ]
-            synced = [
-                pods.synced,
-                scheduler.informer.synced,
-                provisioner.claims.synced,
-                provisioner.volumes.synced,
-            ]
-            waiting: asyncio.Future[Any] = asyncio.gather(*(e.wait() for e in synced))
-            stopped: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
-            await asyncio.wait([waiting, stopped], return_when=asyncio.FIRST_COMPLETED)
-            if stop.is_set():
-                waiting.cancel()
+            # Claims and volumes first: the Pods found by the first list need them for their volumes.
+            background = [asyncio.create_task(provisioner.run(), name="provisioner")]
+            if not await _until_synced([provisioner.claims.synced, provisioner.volumes.synced], stop):
+                return
+            background.append(asyncio.create_task(pods.run(), name="pods"))
+            synced = [pods.synced]
+            if config.scheduler:
+                background.append(asyncio.create_task(scheduler.run(), name="scheduler"))
+                synced.append(scheduler.informer.synced)
+            if not await _until_synced(synced, stop):
                 return
             await node.register()
             log.info(

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any, Protocol
 
-from pyctrl.envtest.node.envvars import ConfigError
+from pyctrl.envtest.node.envvars import ConfigError, expand, static_env
 from pyctrl.envtest.node.images import ImageNotMapped, StartError
 from pyctrl.envtest.node.probes import ProbeContext, ProbeResult, ProbeSpec, ProbeTracker, check, run_handler
 from pyctrl.envtest.node.runtime import ContainerProcess, Launch, exec_in, start_container
@@ -110,7 +110,7 @@ class Container:
             "state": self.state,
             "lastState": self.last_state,
         }
-        if self.process is not None:
+        if self.process is not None and "waiting" not in self.state:
             status["containerID"] = f"pyctrl://{self.process.pid}"
         return status
 
@@ -226,8 +226,11 @@ class Container:
     def _probe_context(self, process: ContainerProcess) -> ProbeContext:
         ports = {p["name"]: int(p["containerPort"]) for p in self.spec.get("ports") or [] if p.get("name")}
         run = partial(exec_in, process.pid, env=self._env)
+        static = static_env(self.spec)
         return ProbeContext(
-            pod_ip=self.host.pod_ip, ports=ports, exec_fn=lambda argv, t: run(argv, seconds=t)
+            pod_ip=self.host.pod_ip,
+            ports=ports,
+            exec_fn=lambda argv, t: run([expand(a, static) for a in argv], seconds=t),
         )
 
     async def _probe(self, kind: str, probe: Mapping[str, Any], process: ContainerProcess) -> None:

@@ -11,6 +11,8 @@ Guarantees:
   status.hostIP, status.hostIPs, status.podIP and status.podIPs; ``resourceFieldRef`` gives the
   container's limit (or request) in units of the divisor, rounded up, or the node's capacity
   when none is set, as the kubelet does;
+- ``static_env`` is the kubelet's ``ExpandContainerCommandOnlyStatic`` environment: exec probes and
+  hooks expand ``$(VAR)`` only with literal ``value`` entries (not valueFrom);
 - a missing ConfigMap, Secret or key that is not ``optional`` raises ``ConfigError`` (the kubelet's
   ``CreateContainerConfigError``); an optional one is skipped.
 """
@@ -34,6 +36,7 @@ __all__ = [
     "field_value",
     "parse_quantity",
     "resource_value",
+    "static_env",
 ]
 
 # (kind, namespace, name) -> the object's data (see ``decode_data``), or None when it does not exist.
@@ -125,6 +128,15 @@ def resource_value(container: Mapping[str, Any], ref: Mapping[str, Any], facts: 
         raise ConfigError(f"resource {name!r} is unknown on this node")
     divisor = parse_quantity(str(ref.get("divisor") or "1")) or Decimal(1)
     return str(math.ceil(parse_quantity(str(raw)) / divisor))
+
+
+def static_env(container: Mapping[str, Any]) -> dict[str, str]:
+    """The container's ``env`` entries with a literal ``value`` (what exec probes expand with)."""
+    env: dict[str, str] = {}
+    for item in container.get("env") or []:
+        if "valueFrom" not in item:
+            env[item["name"]] = expand(str(item.get("value", "")), env)
+    return env
 
 
 def field_value(path: str, facts: PodFacts) -> str:

@@ -13,6 +13,8 @@ Guarantees:
   recreation, until the claim is deleted;
 - when a provisioned volume is Released (its claim is gone) it is deleted together with its
   directory; a deleted provisioned volume's directory is removed as well;
+- with ``provision=False`` (a second node on the same control plane) nothing is created or
+  deleted; the claims and volumes are only watched;
 - ``claim_path`` tells the kubelet side where a bound claim's data is.
 """
 
@@ -35,8 +37,11 @@ _ANNOTATION = "pv.kubernetes.io/provisioned-by"
 
 
 class Provisioner:
-    def __init__(self, kube: Kube, volumes_dir: Path, on_claims_changed: Any = None) -> None:
+    def __init__(
+        self, kube: Kube, volumes_dir: Path, *, provision: bool = True, on_claims_changed: Any = None
+    ) -> None:
         self.kube = kube
+        self.provision = provision
         self.volumes_dir = volumes_dir
         self.claims = Informer(kube, "/api/v1/persistentvolumeclaims", self._claim_changed)
         self.volumes = Informer(kube, "/api/v1/persistentvolumes", self._volume_changed)
@@ -79,7 +84,7 @@ class Provisioner:
     def _claim_changed(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         if self._on_claims_changed is not None:
             self._on_claims_changed()
-        if new is None or new["metadata"].get("deletionTimestamp"):
+        if not self.provision or new is None or new["metadata"].get("deletionTimestamp"):
             return
         spec = new.get("spec", {})
         if new.get("status", {}).get("phase", "Pending") != "Pending" or spec.get("volumeName"):
@@ -98,7 +103,11 @@ class Provisioner:
         if self._on_claims_changed is not None:
             self._on_claims_changed()
         obj = new or old
-        if obj is None or obj["metadata"].get("annotations", {}).get(_ANNOTATION) != PROVISIONER_NAME:
+        if (
+            not self.provision
+            or obj is None
+            or obj["metadata"].get("annotations", {}).get(_ANNOTATION) != PROVISIONER_NAME
+        ):
             return
         if new is None:
             self._remove_dir(obj)

@@ -1,0 +1,156 @@
+"""Pod volumes written to the host: files, modes, optional sources, tokens and claims."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pyctrl.envtest.node.envvars import PodFacts, decode_data
+from pyctrl.envtest.node.volumes import VolumeContext, VolumeNotReady, prepare_volumes, remove_pod_volumes
+
+OBJECTS: dict[tuple[str, str, str], dict[str, Any]] = {
+    ("ConfigMap", "ns", "cfg"): {"data": {"redis.conf": "maxmemory 1mb\n", "other": "x"}},
+    ("ConfigMap", "ns", "kube-root-ca.crt"): {"data": {"ca.crt": "CERT"}},
+    ("Secret", "ns", "creds"): {"data": {"password": base64.b64encode(b"pw").decode()}},
+}
+
+
+async def lookup(kind: str, namespace: str, name: str) -> dict[str, bytes] | None:
+    obj = OBJECTS.get((kind, namespace, name))
+    return None if obj is None else decode_data(obj, kind)
+
+
+def prepare(p: dict[str, Any], pod_dir: Path, ctx: VolumeContext) -> dict[str, str]:
+    return asyncio.run(prepare_volumes(p, pod_dir, ctx))
+
+
+def pod(volumes: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "web-0", "namespace": "ns", "uid": "u1", "labels": {"app": "web"}},
+        "spec": {"volumes": volumes, "containers": [{"name": "c"}], "serviceAccountName": "default"},
+    }
+
+
+def context(
+    p: dict[str, Any], token: str | Exception = "TOKEN", claims: dict[str, str] | None = None
+) -> VolumeContext:
+    async def request_token(
+        namespace: str, sa: str, *, audience: str | None, expiration: int, pod: str, uid: str
+    ) -> str:
+        assert (namespace, sa, pod, uid) == ("ns", "default", "web-0", "u1")
+        if isinstance(token, Exception):
+            raise token
+        return token
+
+    return VolumeContext(
+        facts=PodFacts(p, "127.0.1.1", "127.0.0.1", {"cpu": "2"}),
+        lookup=lookup,
+        request_token=request_token,
+        claim_path=lambda ns, name: (claims or {}).get(f"{ns}/{name}"),
+    )
+
+
+def test_config_map_secret_and_downward_api_files_with_their_modes(tmp_path: Path) -> None:
+    p = pod(
+        [
+            {
+                "name": "conf",
+                "configMap": {"name": "cfg", "items": [{"key": "redis.conf", "path": "r/redis.conf"}]},
+            },
+            {"name": "sec", "secret": {"secretName": "creds", "defaultMode": 0o400}},
+            {
+                "name": "info",
+                "downwardAPI": {"items": [{"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]},
+            },
+            {"name": "scratch", "emptyDir": {}},
+        ]
+    )
+    paths = prepare(p, tmp_path, context(p))
+    conf = Path(paths["conf"])
+    assert (conf / "r" / "redis.conf").read_text() == "maxmemory 1mb\n"
+    assert not (conf / "other").exists()
+    secret = Path(paths["sec"]) / "password"
+    assert secret.read_bytes() == b"pw"
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o400
+    assert (Path(paths["info"]) / "labels").read_text() == 'app="web"'
+    assert Path(paths["scratch"]).is_dir()
+    assert list(Path(paths["scratch"]).iterdir()) == []
+    remove_pod_volumes(tmp_path)
+    assert not (tmp_path / "volumes").exists()
+
+
+def kube_api_access() -> dict[str, Any]:
+    return {
+        "name": "kube-api-access-x",
+        "projected": {
+            "defaultMode": 420,
+            "sources": [
+                {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                {
+                    "downwardAPI": {
+                        "items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]
+                    }
+                },
+            ],
+        },
+    }
+
+
+def test_the_service_account_volume_has_token_ca_and_namespace(tmp_path: Path) -> None:
+    p = pod([kube_api_access()])
+    directory = Path((prepare(p, tmp_path, context(p)))["kube-api-access-x"])
+    assert sorted(f.name for f in directory.iterdir()) == ["ca.crt", "namespace", "token"]
+    assert (directory / "token").read_text() == "TOKEN"
+    assert (directory / "namespace").read_text() == "ns"
+
+
+def test_a_failed_token_request_leaves_the_token_out_but_the_pod_can_start(tmp_path: Path) -> None:
+    p = pod([kube_api_access()])
+    paths = prepare(p, tmp_path, context(p, token=OSError("refused")))
+    assert sorted(f.name for f in Path(paths["kube-api-access-x"]).iterdir()) == ["ca.crt", "namespace"]
+
+
+def test_missing_sources_make_the_pod_wait_unless_optional(tmp_path: Path) -> None:
+    p = pod([{"name": "conf", "configMap": {"name": "absent"}}])
+    with pytest.raises(VolumeNotReady, match='configmap "absent" not found'):
+        prepare(p, tmp_path, context(p))
+    p = pod([{"name": "conf", "configMap": {"name": "cfg", "items": [{"key": "nope", "path": "x"}]}}])
+    with pytest.raises(VolumeNotReady, match='key "nope" not found'):
+        prepare(p, tmp_path, context(p))
+    p = pod([{"name": "conf", "secret": {"secretName": "absent", "optional": True}}])
+    assert Path((prepare(p, tmp_path, context(p)))["conf"]).is_dir()
+
+
+def test_claims_resolve_to_their_bound_volume_and_wait_while_unbound(tmp_path: Path) -> None:
+    p = pod(
+        [
+            {"name": "data", "persistentVolumeClaim": {"claimName": "data-web-0"}},
+            {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}},
+        ]
+    )
+    with pytest.raises(VolumeNotReady, match='persistentvolumeclaim "data-web-0" is not bound'):
+        prepare(p, tmp_path, context(p))
+    claims = {"ns/data-web-0": "/pv/one", "ns/web-0-scratch": "/pv/two"}
+    assert prepare(p, tmp_path, context(p, claims=claims)) == {
+        "data": "/pv/one",
+        "scratch": "/pv/two",
+    }
+
+
+def test_unsupported_volume_types_are_reported(tmp_path: Path) -> None:
+    p = pod([{"name": "nfs", "nfs": {"server": "x", "path": "/"}}])
+    with pytest.raises(VolumeNotReady, match=r"type \['nfs'\] is not supported"):
+        prepare(p, tmp_path, context(p))
+
+
+def test_host_path_directory_or_create_is_created(tmp_path: Path) -> None:
+    target = tmp_path / "host" / "dir"
+    p = pod([{"name": "h", "hostPath": {"path": str(target), "type": "DirectoryOrCreate"}}])
+    assert prepare(p, tmp_path / "pod", context(p)) == {"h": str(target)}
+    assert target.is_dir()

@@ -1,0 +1,164 @@
+"""Wiring of the RedisCluster operator on pyctrl's public API (kubebuilder's ``main.go``).
+
+The manager owns the client, cache, servers and leader election; one controller reconciles
+RedisCluster objects, triggered by: the RedisCluster itself (spec changes, deletion — not its own
+status writes), its children (StatefulSet, ConfigMap, Services, PodDisruptionBudget, through their
+controller ownerReference), its Pods (by the instance label) and the background health prober
+(a Channel source), which runs only on the elected leader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from examples.rediscluster.api import RedisCluster
+from examples.rediscluster.controller import RedisClusterReconciler
+from examples.rediscluster.prober import ClusterKey, HealthProber
+from pyctrl import ControllerBuilder, Manager, Request, _access, load_config, setup_logging
+from pyctrl.client import ConfigMap, Pod, Service, StatefulSet
+from pyctrl.client.errors import ConfigError, KubernetesError, TransportError, UnknownKind
+from pyctrl.client.objects import PodDisruptionBudget
+from pyctrl.client.scheme import default_scheme
+from pyctrl.event import GenericEvent, UpdateEvent
+from pyctrl.handler import enqueue_request_for_object, enqueue_requests_from_map_func
+from pyctrl.leaderelection import LeaderElectionLost
+from pyctrl.log import get_logger
+from pyctrl.predicate import Funcs, label_selector
+from pyctrl.source import Channel
+
+__all__ = ["OperatorOptions", "build_manager", "run"]
+
+log = get_logger("rediscluster.operator")
+
+
+@dataclass(frozen=True)
+class OperatorOptions:
+    kubeconfig: str | None = None
+    namespace: str | None = None
+    leader_elect: bool = False
+    leader_election_id: str = "rediscluster-operator.redis.pyctrl.dev"
+    leader_election_namespace: str | None = None
+    metrics_bind_address: str = ":8080"
+    health_probe_bind_address: str = ":8081"
+    log_format: str = "text"
+    max_concurrent_reconciles: int = 4
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+
+class ProberRunnable:
+    """Runs the health prober while this replica leads (standbys probe nothing)."""
+
+    needs_leader_election = True
+
+    def __init__(self, prober: HealthProber) -> None:
+        self.prober = prober
+
+    async def start(self, stop: asyncio.Event) -> None:
+        await self.prober.start()
+        try:
+            await stop.wait()
+        finally:
+            await self.prober.stop()
+
+
+def _spec_or_lifecycle_changed(event: UpdateEvent) -> bool:
+    """The RedisCluster's own status writes do not trigger it; spec, deletion and finalizers do."""
+    old, new = event.object_old, event.object_new
+    return (
+        _access.generation(old) != _access.generation(new)
+        or old.metadata.deletion_timestamp != new.metadata.deletion_timestamp
+        or old.metadata.finalizers != new.metadata.finalizers
+        or old.metadata.annotations != new.metadata.annotations
+    )
+
+
+def _pod_to_cluster(pod: Any) -> list[Request]:
+    instance = _access.labels(pod).get("app.kubernetes.io/instance")
+    return [Request(_access.namespace(pod), instance)] if instance else []
+
+
+def build_manager(config: Any, options: OperatorOptions) -> Manager:
+    scheme = default_scheme.copy()
+    scheme.add(RedisCluster)
+    cache_options: dict[str, Any] = {}
+    if options.namespace:
+        cache_options["default_namespaces"] = [options.namespace]
+    mgr = Manager(
+        config,
+        scheme=scheme,
+        cache_options=cache_options,
+        metrics_bind_address=options.metrics_bind_address,
+        health_probe_bind_address=options.health_probe_bind_address,
+        leader_election=options.leader_elect,
+        leader_election_id=options.leader_election_id,
+        leader_election_namespace=options.leader_election_namespace,
+        lease_duration=options.lease_duration,
+        renew_deadline=options.renew_deadline,
+        retry_period=options.retry_period,
+        leader_election_release_on_cancel=True,
+    )
+    events: asyncio.Queue[GenericEvent] = asyncio.Queue()
+
+    def notify(key: ClusterKey) -> None:
+        events.put_nowait(GenericEvent({"metadata": {"namespace": key[0], "name": key[1]}}))
+
+    prober = HealthProber(notify)
+    mgr.add(ProberRunnable(prober))
+    reconciler = RedisClusterReconciler(
+        mgr.client, mgr.api_reader, mgr.get_event_recorder_for("rediscluster-operator"), prober
+    )
+    (
+        ControllerBuilder(mgr)
+        .for_(RedisCluster, predicates=[Funcs(update_func=_spec_or_lifecycle_changed)])
+        .owns(StatefulSet)
+        .owns(ConfigMap)
+        .owns(Service)
+        .owns(PodDisruptionBudget)
+        .watches(
+            Pod,
+            enqueue_requests_from_map_func(_pod_to_cluster),
+            predicates=[label_selector({"app.kubernetes.io/managed-by": "pyctrl-rediscluster"})],
+        )
+        .watches(Channel(events, enqueue_request_for_object()))
+        .with_options(max_concurrent_reconciles=options.max_concurrent_reconciles)
+        .named("rediscluster")
+        .complete(reconciler)
+    )
+    return mgr
+
+
+async def run(options: OperatorOptions, stop: asyncio.Event | None = None) -> int:
+    """Run until stopped; the process exit code (see ``__main__``)."""
+    setup_logging(options.log_format, logging.INFO)
+    try:
+        config = await load_config(options.kubeconfig)
+    except ConfigError as exc:
+        log.error("Cannot load the Kubernetes configuration", error=str(exc))
+        return 2
+    mgr = build_manager(config, options)
+    try:
+        await mgr.api_client.mapping(RedisCluster)
+    except UnknownKind:
+        log.error(
+            "The RedisCluster CRD is not installed: kubectl apply -f crds/redis.pyctrl.dev_redisclusters.yaml"
+        )
+        await mgr.api_client.close()
+        return 2
+    except (TransportError, KubernetesError) as exc:
+        log.error("Cannot reach the apiserver", host=config.host, error=str(exc))
+        await mgr.api_client.close()
+        return 2
+    try:
+        await mgr.start(stop)
+    except LeaderElectionLost as exc:
+        log.error("Leader election lost; exiting", error=str(exc))
+        return 1
+    except Exception as exc:
+        log.error("Operator failed", error=str(exc), exc_info=exc)
+        return 1
+    return 0

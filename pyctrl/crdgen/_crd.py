@@ -197,7 +197,9 @@ def _scale(model: type[BaseModel], schema: dict[str, Any], scale: ScaleSubresour
             raise CRDGenerationError(f"{where} must be a simple path under {' or '.join(prefixes)}")
         leaf = resolve_path(schema, path, where)
         if leaf.get("type") != expected:
-            raise CRDGenerationError(f"{where} must point at a {expected} field, not {leaf.get('type')}")
+            raise CRDGenerationError(
+                f"{where} must point at a field of type {expected}, not {leaf.get('type')}"
+            )
     out = {"specReplicasPath": scale.spec_replicas_path, "statusReplicasPath": scale.status_replicas_path}
     if scale.label_selector_path is not None:
         out["labelSelectorPath"] = scale.label_selector_path

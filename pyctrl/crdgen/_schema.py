@@ -15,9 +15,10 @@ Guarantees of :func:`openapi_schema`:
   ``minLength``/``maxLength``/``pattern``, ``minItems``/``maxItems``; ``Literal`` and ``Enum`` become
   ``enum``; descriptions come from ``Field(description=...)``, attribute docstrings (with
   ``use_attribute_docstrings``) and class docstrings;
-- defaults: a plain default is emitted as is; a ``default_factory`` is called and emitted (a model
-  built by a factory is emitted with only the fields it set, usually ``{}``, so the apiserver fills
-  the nested defaults); a ``None`` default is not emitted;
+- defaults: a plain default is emitted as is; a ``default_factory`` is called and its result
+  emitted; a model default is emitted in full (all its fields, ``None`` ones left out) rather than
+  as ``{}`` plus nested defaults, because the apiserver checks a default against CEL rules
+  (``x-kubernetes-validations``) *before* filling nested defaults; a ``None`` default is not emitted;
 - ``X | None`` becomes ``X`` with ``nullable: true``; ``int | str`` (and :data:`Quantity`) become
   ``x-kubernetes-int-or-string``; ``dict[str, Any]`` and ``Any`` become
   ``x-kubernetes-preserve-unknown-fields: true``; ``dict[str, X]`` becomes ``additionalProperties``;
@@ -79,7 +80,7 @@ class _Generator(GenerateJsonSchema):
 
     def encode_default(self, dft: Any) -> Any:
         if isinstance(dft, BaseModel):
-            return dft.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude_none=True)
+            return dft.model_dump(mode="json", by_alias=True, exclude_none=True)
         return super().encode_default(dft)
 
 

@@ -1,0 +1,1 @@
+"""Tests of pyctrl.crdgen and the RedisCluster API types."""

@@ -1,0 +1,199 @@
+"""The generated RedisCluster CRD on a real apiserver: structural, defaulting, validating, subresources.
+
+The session's envtest installs every CRD under ``crds/`` at start, so these tests exercise the
+committed file; ``test_crds_directory_is_up_to_date`` proves that file is what the model generates.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from examples.rediscluster.api import RedisCluster, RedisClusterSpec
+from pyctrl.envtest import Environment, poll_until
+from pyctrl.envtest._http import ApiError
+from tests.crdgen._kube import kubectl, kubectl_run
+
+pytestmark = pytest.mark.controlplane
+
+CRD_NAME = "redisclusters.redis.pyctrl.dev"
+
+
+def base(namespace: str) -> str:
+    return f"/apis/redis.pyctrl.dev/v1alpha1/namespaces/{namespace}/redisclusters"
+
+
+def manifest(name: str, spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"apiVersion": "redis.pyctrl.dev/v1alpha1", "kind": "RedisCluster"}
+    body["metadata"] = {"name": name}
+    if spec is not None:
+        body["spec"] = spec
+    return body
+
+
+def create(envtest: Environment, namespace: str, name: str, spec: Any) -> dict[str, Any]:
+    created: dict[str, Any] = envtest.http.request("POST", base(namespace), manifest(name, spec))
+    return created
+
+
+def test_generated_crd_is_established_with_a_structural_schema(envtest: Environment) -> None:
+    crd = envtest.http.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}")
+    conditions = {c["type"]: c["status"] for c in crd["status"]["conditions"]}
+    assert conditions["Established"] == "True"
+    assert conditions["NamesAccepted"] == "True"
+    assert "NonStructuralSchema" not in conditions
+    assert crd["status"]["acceptedNames"]["shortNames"] == ["rdc"]
+
+
+@pytest.mark.parametrize("spec", [{}, None], ids=["empty-spec", "no-spec"])
+def test_apiserver_defaults_match_the_model_defaults(
+    envtest: Environment, namespace: str, spec: dict[str, Any] | None
+) -> None:
+    created = create(envtest, namespace, "defaults", spec)
+    assert created["spec"]["replicas"] == 3
+    assert created["spec"]["downAfterMilliseconds"] == 5000
+    assert created["spec"] == RedisClusterSpec().model_dump(mode="json", exclude_none=True)
+    assert RedisCluster.model_validate(created).spec == RedisClusterSpec()
+
+
+BAD_SPECS = [
+    ({"replicas": 0}, "spec.replicas", "replicas"),
+    ({"replicas": 11}, "spec.replicas", "replicas"),
+    ({"replicas": "three"}, "spec.replicas", "replicas"),
+    ({"replicas": "3"}, "spec.replicas", "replicas"),
+    ({"downAfterMilliseconds": 500}, "spec.downAfterMilliseconds", "downAfterMilliseconds"),
+    ({"enableAutoFailover": "yes"}, "spec.enableAutoFailover", "enableAutoFailover"),
+    ({"memoryLimit": "lots"}, "spec.memoryLimit", "memoryLimit"),
+    ({"memoryLimit": True}, "spec.memoryLimit", "memoryLimit"),
+    ({"storageSize": "1 Gi"}, "spec.storageSize", "storageSize"),
+    ({"image": ""}, "spec.image", "image"),
+    ({"auth": {}}, "spec.auth.passwordSecret", "passwordSecret"),
+    ({"auth": {"passwordSecret": {"name": ""}}}, "spec.auth.passwordSecret.name", "name"),
+    ({"redisConfig": {"maxmemory-policy": 1}}, "spec.redisConfig.maxmemory-policy", "maxmemory-policy"),
+    ({"resources": {"limits": {"memory": "1 GB"}}}, "spec.resources.limits.memory", "memory"),
+]
+
+
+@pytest.mark.parametrize(("spec", "field", "loc"), BAD_SPECS, ids=[json.dumps(s[0]) for s in BAD_SPECS])
+def test_invalid_spec_is_rejected_by_the_apiserver_and_the_model(
+    envtest: Environment, namespace: str, spec: dict[str, Any], field: str, loc: str
+) -> None:
+    with pytest.raises(ApiError) as err:
+        create(envtest, namespace, "bad", spec)
+    assert err.value.status == 422
+    assert field in str(err.value)
+    with pytest.raises(ValidationError) as invalid:
+        RedisClusterSpec.model_validate(spec)
+    assert any(e["loc"][-1] == loc or loc in e["loc"] for e in invalid.value.errors())
+
+
+GOOD_SPECS = [
+    {"replicas": 1, "downAfterMilliseconds": 1000},
+    {"replicas": 10, "memoryLimit": "512Mi", "enablePersistence": True, "storageSize": 2147483648},
+    {"memoryLimit": 1073741824, "redisConfig": {"maxmemory-policy": "allkeys-lru"}},
+    {"auth": {"passwordSecret": {"name": "redis-auth", "key": "pw"}}, "image": "redis:7.4"},
+    {"resources": {"limits": {"cpu": 1, "memory": "1Gi"}, "requests": {"cpu": "100m"}}},
+]
+
+
+@pytest.mark.parametrize("spec", GOOD_SPECS, ids=[json.dumps(s) for s in GOOD_SPECS])
+def test_valid_spec_is_accepted_by_both_and_reads_back_as_the_model(
+    envtest: Environment, namespace: str, spec: dict[str, Any]
+) -> None:
+    created = create(envtest, namespace, "good", spec)
+    model = RedisClusterSpec.model_validate(spec)
+    assert RedisCluster.model_validate(created).spec == RedisClusterSpec.model_validate(created["spec"])
+    assert RedisClusterSpec.model_validate(created["spec"]) == model
+
+
+def test_printer_columns_show_in_kubectl_get_wide(
+    envtest: Environment, kubeconfig: Path, namespace: str
+) -> None:
+    create(envtest, namespace, "cols", {"replicas": 4})
+    status = {"readyReplicas": 2, "currentMaster": "cols-0", "phase": "Running", "masterEpoch": 7}
+    path = f"{base(namespace)}/cols/status"
+    envtest.http.request("PATCH", path, {"status": status}, content_type="application/merge-patch+json")
+    out = kubectl(envtest, kubeconfig, "-n", namespace, "get", "rdc", "-o", "wide")
+    header, row = out.splitlines()[:2]
+    assert header.split() == ["NAME", "REPLICAS", "READY", "MASTER", "PHASE", "EPOCH", "IMAGE", "AGE"]
+    assert row.split()[:7] == ["cols", "4", "2", "cols-0", "Running", "7", "redis:7.2"]
+    narrow = kubectl(envtest, kubeconfig, "-n", namespace, "get", "redisclusters").splitlines()[0]
+    assert narrow.split() == ["NAME", "REPLICAS", "READY", "MASTER", "PHASE", "AGE"]
+
+
+def test_scale_subresource_reads_and_writes_replicas(
+    envtest: Environment, kubeconfig: Path, namespace: str
+) -> None:
+    create(envtest, namespace, "sc", {})
+    envtest.http.request(
+        "PATCH",
+        f"{base(namespace)}/sc/status",
+        {"status": {"readyReplicas": 2, "selector": "app=redis,cluster=sc"}},
+        content_type="application/merge-patch+json",
+    )
+    scale = envtest.http.get(f"{base(namespace)}/sc/scale")
+    assert scale["kind"] == "Scale"
+    assert scale["spec"]["replicas"] == 3
+    assert scale["status"] == {"replicas": 2, "selector": "app=redis,cluster=sc"}
+    kubectl(envtest, kubeconfig, "-n", namespace, "scale", "rdc/sc", "--replicas=5")
+    assert envtest.http.get(f"{base(namespace)}/sc")["spec"]["replicas"] == 5
+    refused = kubectl_run(envtest, kubeconfig, "-n", namespace, "scale", "rdc/sc", "--replicas=11")
+    assert refused.returncode != 0
+    assert "spec.replicas" in refused.stderr
+    assert envtest.http.get(f"{base(namespace)}/sc/scale")["spec"]["replicas"] == 5
+
+
+def test_status_subresource_separates_spec_and_status_writes(envtest: Environment, namespace: str) -> None:
+    created = create(envtest, namespace, "st", {})
+    generation = created["metadata"]["generation"]
+
+    changed = {**created, "spec": {**created["spec"], "replicas": 4}, "status": {"phase": "Running"}}
+    updated = envtest.http.request("PUT", f"{base(namespace)}/st", changed)
+    assert updated["spec"]["replicas"] == 4
+    assert "status" not in updated  # the main resource ignores status
+    assert updated["metadata"]["generation"] == generation + 1
+
+    changed = {**updated, "spec": {**updated["spec"], "replicas": 9}, "status": {"phase": "Degraded"}}
+    written = envtest.http.request("PUT", f"{base(namespace)}/st/status", changed)
+    assert written["status"]["phase"] == "Degraded"
+    assert written["spec"]["replicas"] == 4  # /status ignores spec
+    assert written["metadata"]["generation"] == generation + 1
+
+    bad = {**written, "status": {**written["status"], "phase": "Exploded"}}
+    with pytest.raises(ApiError) as err:
+        envtest.http.request("PUT", f"{base(namespace)}/st/status", bad)
+    assert err.value.status == 422
+    assert "status.phase" in str(err.value)
+
+
+def test_conditions_are_a_map_keyed_by_type(envtest: Environment, namespace: str) -> None:
+    create(envtest, namespace, "cond", {})
+    path = f"{base(namespace)}/cond/status"
+    condition = {"type": "Ready", "status": "True", "reason": "Synced", "message": "ok"}
+    twice = {"status": {"conditions": [condition, {**condition, "status": "False"}]}}
+    with pytest.raises(ApiError) as err:
+        envtest.http.request("PATCH", path, twice, content_type="application/merge-patch+json")
+    assert err.value.status == 422
+    assert "status.conditions" in str(err.value)
+    once = {"status": {"conditions": [condition]}}
+    written = envtest.http.request("PATCH", path, once, content_type="application/merge-patch+json")
+    status = RedisCluster.model_validate(written).status
+    assert status is not None
+    assert [(c.type, c.status) for c in status.conditions] == [("Ready", "True")]
+
+
+def test_short_name_and_category_resolve_in_kubectl(
+    envtest: Environment, kubeconfig: Path, namespace: str
+) -> None:
+    create(envtest, namespace, "named", {})
+
+    def listed(resource: str) -> bool:
+        out = kubectl(envtest, kubeconfig, "-n", namespace, "get", resource, "-o", "name")
+        return "rediscluster.redis.pyctrl.dev/named" in out.split()
+
+    assert listed("rdc")
+    poll_until("the 'redis' category in discovery", lambda: listed("redis"), 30)

@@ -365,7 +365,9 @@ class RedisClusterReconciler:
                 ready += 1
         desired = cluster.spec.replicas
         if master is None or m is None or m.redis is None or m.redis.role is not Role.MASTER:
-            phase = RedisClusterPhase.FAILOVER if old.master_epoch > 1 else RedisClusterPhase.INITIALIZING
+            # The master is not serving: a failover is due unless the cluster never ran yet.
+            never_ran = old.phase is RedisClusterPhase.INITIALIZING
+            phase = RedisClusterPhase.INITIALIZING if never_ran else RedisClusterPhase.FAILOVER
         elif ready >= desired and the_plan.converged:
             phase = RedisClusterPhase.RUNNING
         else:

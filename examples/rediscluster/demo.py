@@ -1,0 +1,181 @@
+"""``make demo``: the RedisCluster operator on a local embedded cluster, end to end.
+
+Starts the local control plane with its node (building the binaries first if needed), runs the
+operator as its own process, applies ``samples/rediscluster.yaml``, waits until the cluster is
+Ready (saying what it waits for), shows it, crashes the master and shows the new one, then stops
+everything. ``--keep`` leaves it all running until Ctrl-C instead. Every process started here is
+stopped on exit, on Ctrl-C and on failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from pyctrl.envtest import Environment
+from pyctrl.envtest._process import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = Path(__file__).parent / "samples" / "rediscluster.yaml"
+
+
+def say(msg: str) -> None:
+    print(f"demo: {msg}", flush=True)
+
+
+class Demo:
+    def __init__(self, env: Environment) -> None:
+        self.env = env
+        assert env.bin_dir is not None
+        self.kubectl_bin = str(env.bin_dir / "kubectl")
+
+    def kubectl(self, *args: str, stdin: str | None = None) -> str:
+        out = subprocess.run(
+            [self.kubectl_bin, f"--kubeconfig={self.env.kubeconfig_path}", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        if out.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args)}: {out.stderr.strip()}")
+        return out.stdout
+
+    def cluster(self) -> dict[str, Any]:
+        return dict(json.loads(self.kubectl("get", "rediscluster", "demo", "-o", "json")))
+
+    def wait(self, what: str, check: Callable[[], str | None], timeout: float) -> None:
+        """Poll ``check`` (None when done, else a progress line) until done; print changes."""
+        deadline, last = time.monotonic() + timeout, ""
+        while (progress := check()) is not None:
+            if progress != last:
+                say(f"waiting for {what}: {progress}")
+                last = progress
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"gave up waiting for {what} after {timeout:.0f}s (last: {progress})")
+            time.sleep(0.5)
+
+    def ready_progress(self) -> str | None:
+        status = self.cluster().get("status") or {}
+        ready, phase = status.get("readyReplicas", 0), status.get("phase", "Pending")
+        if phase == "Running":
+            return None
+        return f"phase={phase}, ready replicas {ready}/3, master={status.get('currentMaster') or '-'}"
+
+    def show(self) -> None:
+        print(self.kubectl("get", "rediscluster", "-o", "wide"), flush=True)
+        print(self.kubectl("get", "pods", "-o", "wide", "-L", "redis.pyctrl.dev/role"), flush=True)
+
+    def pod_ip(self, pod: str) -> str:
+        return self.kubectl("get", "pod", pod, "-o", "jsonpath={.status.podIP}").strip()
+
+    def redis_cli(self, ip: str, *args: str) -> str:
+        out = subprocess.run(
+            ["redis-cli", "-h", ip, *args], capture_output=True, text=True, timeout=10, check=False
+        )
+        return out.stdout.strip()
+
+
+@contextlib.contextmanager
+def operator_process(env: Environment, log_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    probe = free_port()
+    with log_path.open("ab") as log:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "examples.rediscluster",
+                f"--kubeconfig={env.kubeconfig_path}",
+                "--metrics-bind-address=127.0.0.1:0",
+                f"--health-probe-bind-address=127.0.0.1:{probe}",
+            ],
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=35)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def run(keep: bool) -> int:
+    say("starting the local control plane: etcd, kube-apiserver, kube-controller-manager and a local node")
+    with Environment(crd_directory_paths=[ROOT / "crds"]) as env:
+        say(f"control plane up at {env.server_url}; kubeconfig {env.kubeconfig_path}")
+        demo = Demo(env)
+        log_path = env.log_dir / "operator.log"
+        with operator_process(env, log_path) as op:
+            say(f"operator running (pid {op.pid}); its log: {log_path}")
+            demo.kubectl("apply", "-f", str(SAMPLE))
+            say(f"applied {SAMPLE.relative_to(ROOT)}")
+            demo.wait("RedisCluster demo to become Ready", demo.ready_progress, 180)
+            demo.show()
+            master = demo.cluster()["status"]["currentMaster"]
+            ip = demo.pod_ip(master)
+            demo.redis_cli(ip, "SET", "greeting", "hello from the old master")
+            acked = demo.redis_cli(ip, "WAIT", "1", "2000")
+            say(f"wrote greeting on {master} ({ip}); acknowledged by {acked} replica(s)")
+            epoch = demo.cluster()["status"]["masterEpoch"]
+            say(f"crashing the master {master}: redis-cli SHUTDOWN NOSAVE")
+            start = time.monotonic()
+            demo.redis_cli(ip, "SHUTDOWN", "NOSAVE")
+
+            def failed_over() -> str | None:
+                status = demo.cluster().get("status") or {}
+                if status.get("masterEpoch", 0) > epoch and status.get("phase") == "Running":
+                    return None
+                return f"phase={status.get('phase')}, master={status.get('currentMaster')}"
+
+            demo.wait("a new master", failed_over, 120)
+            new = demo.cluster()["status"]["currentMaster"]
+            say(f"new master {new} after {time.monotonic() - start:.1f}s")
+            demo.show()
+            value = demo.redis_cli(demo.pod_ip(new), "GET", "greeting")
+            say(f"greeting on the new master: {value!r}")
+            print(
+                demo.kubectl("get", "events", "--field-selector", "involvedObject.kind=RedisCluster"),
+                flush=True,
+            )
+            if keep:
+                say(f"kept running; export KUBECONFIG={env.kubeconfig_path}; Ctrl-C stops everything")
+                with contextlib.suppress(KeyboardInterrupt):
+                    op.wait()
+            if op.poll() is not None and not keep:
+                say(f"the operator exited early with code {op.returncode}; see {log_path}")
+                return 1
+        say("stopping the operator and the control plane")
+    say("done: every process stopped")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m examples.rediscluster.demo", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--keep", action="store_true", help="keep everything running until Ctrl-C")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    try:
+        return run(args.keep)
+    except (RuntimeError, TimeoutError) as exc:
+        say(f"error: {exc}")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

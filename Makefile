@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap test lint typecheck pytest demo bench controlplane clean
+.PHONY: bootstrap test lint typecheck pytest demo bench controlplane generate clean
 
 bootstrap:
 	@scripts/bootstrap.sh
@@ -28,6 +28,12 @@ test: bootstrap
 
 demo: bootstrap
 	$(PY) -m examples.rediscluster.demo
+
+# CRDs from the pydantic types, the operator's ClusterRole from its @rbac declarations.
+generate: bootstrap
+	$(PY) -m pyctrl.crdgen
+	$(PY) -m pyctrl.rbacgen examples.rediscluster.controller:RedisClusterReconciler \
+		--leader-election --events --name rediscluster-operator -o examples/rediscluster/deploy/role.yaml
 
 bench: bootstrap
 	$(PY) -m benchmarks

@@ -29,7 +29,7 @@ from pyctrl.log import get_logger
 from pyctrl.predicate import Funcs, label_selector
 from pyctrl.source import Channel
 
-__all__ = ["OperatorOptions", "build_manager", "run"]
+__all__ = ["Operator", "OperatorOptions", "build_operator", "run"]
 
 log = get_logger("rediscluster.operator")
 
@@ -82,7 +82,16 @@ def _pod_to_cluster(pod: Any) -> list[Request]:
     return [Request(_access.namespace(pod), instance)] if instance else []
 
 
-def build_manager(config: Any, options: OperatorOptions) -> Manager:
+@dataclass(frozen=True)
+class Operator:
+    """The assembled operator: its manager, reconciler and prober."""
+
+    manager: Manager
+    reconciler: RedisClusterReconciler
+    prober: HealthProber
+
+
+def build_operator(config: Any, options: OperatorOptions) -> Operator:
     scheme = default_scheme.copy()
     scheme.add(RedisCluster)
     cache_options: dict[str, Any] = {}
@@ -129,7 +138,7 @@ def build_manager(config: Any, options: OperatorOptions) -> Manager:
         .named("rediscluster")
         .complete(reconciler)
     )
-    return mgr
+    return Operator(mgr, reconciler, prober)
 
 
 async def run(options: OperatorOptions, stop: asyncio.Event | None = None) -> int:
@@ -140,7 +149,7 @@ async def run(options: OperatorOptions, stop: asyncio.Event | None = None) -> in
     except ConfigError as exc:
         log.error("Cannot load the Kubernetes configuration", error=str(exc))
         return 2
-    mgr = build_manager(config, options)
+    mgr = build_operator(config, options).manager
     try:
         await mgr.api_client.mapping(RedisCluster)
     except UnknownKind:

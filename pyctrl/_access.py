@@ -4,7 +4,6 @@ Internal: predicates, handlers and controllerutil read metadata the same way fro
 without dumping a typed object's metadata to a dict on the hot path.
 """
 
-
 from typing import Any
 
 from pyctrl.client.objects import KubeObject

@@ -120,9 +120,13 @@ class ControllerBuilder:
             raise BuilderError("owns() needs for_(kind): owned objects enqueue their owner of that kind")
         name = self._name or kind_gvk(self._for.kind_or_source).kind.lower()  # type: ignore[union-attr]
         controller = Controller(name, reconciler, **self._options)
-        self._mgr.register_controller_name(name)
-        for watch in ([self._for] if self._for else []) + self._watches:
-            controller.watch(self._source(watch))
+        sources = [self._source(watch) for watch in ([self._for] if self._for else []) + self._watches]
+        try:
+            self._mgr.register_controller_name(name)
+        except Exception as exc:  # ManagerError: the name is taken
+            raise BuilderError(str(exc)) from exc
+        for source in sources:
+            controller.watch(source)
         self._mgr.add(controller)
         return controller
 
@@ -130,7 +134,7 @@ class ControllerBuilder:
         predicates = [*watch.predicates, *self._filters]
         target = watch.kind_or_source
         if isinstance(target, Source):
-            if watch.handler is not None or predicates:
+            if watch.handler is not None or watch.predicates:
                 raise BuilderError(
                     f"watches({target!r}): give a ready-made source its handler and predicates"
                 )

@@ -1,9 +1,10 @@
 """Helpers for reconcilers (controller-runtime ``pkg/controller/controllerutil``).
 
-- ``create_or_update(client, obj, mutate)``: get ``obj`` by name (its current state replaces the
-  argument's content), apply ``mutate``, then create it if missing or update it if ``mutate``
-  changed anything — no write at all when nothing changed (the operator rule: zero writes when
-  converged). Returns the stored object and an ``OperationResult``.
+- ``create_or_update(client, obj, mutate)``: get the object named by ``obj`` (when it is missing,
+  ``obj`` itself is mutated and created), apply ``mutate`` to the current state, then update it
+  only if ``mutate`` changed anything — no write at all when nothing changed (the operator rule:
+  zero writes when converged). Returns the stored object and an ``OperationResult``; unlike Go,
+  ``obj`` is not overwritten with the stored state: use the returned object.
 - ``create_or_patch``: the same with merge patches, writing the status subresource separately when
   ``mutate`` changed ``status``.
 - ``set_controller_reference`` / ``set_owner_reference``: owner references (controller owners get
@@ -180,8 +181,9 @@ def set_controller_reference(owner: Any, obj: Any) -> None:
     _check_scope(owner, obj)
     new = _owner_ref(owner, controller=True)
     refs = _access.owner_references(obj)
+    ident = (_group(new["apiVersion"]), new["kind"], new["name"])
     for r in refs:
-        if r.get("controller") and (r.get("kind"), r.get("name")) != (new["kind"], new["name"]):
+        if r.get("controller") and (_group(r.get("apiVersion", "")), r.get("kind"), r.get("name")) != ident:
             raise AlreadyOwnedError(
                 f"{_access.name(obj)} is already controlled by {r.get('kind')} {r.get('name')}"
             )

@@ -13,7 +13,14 @@ Algorithm (client-go's ``tryAcquireOrRenew``), run every ``retry_period``:
 
 While leading, the lease is renewed every ``retry_period``; when no renewal has succeeded for
 ``renew_deadline`` the elector declares leadership lost. Since ``lease_duration > renew_deadline``
-the old leader stops before any standby can take the lease. ``release_on_cancel`` writes an empty
+the old leader stops before any standby can take the lease: the deadline is counted from the
+*start* of the last successful renewal (before the apiserver stored it), while a standby counts
+``lease_duration`` from when it *observed* that renewal (after it was stored).
+
+Deliberate differences from client-go, both keeping its safety argument: candidates retry every
+``retry_period * [1, 1.2)`` (client-go's JitterUntil allows up to 2.2x), and a candidate that saw
+a held lease retries right when that lease expires on its clock if that is sooner, so a standby
+takes over a dead leader's lease within ``lease_duration + 1.2 * retry_period`` of the last renewal. ``release_on_cancel`` writes an empty
 holder with ``leaseDurationSeconds: 1`` on a clean stop so a standby takes over within one retry
 period. ``leader_election_master_status{name}`` is 1 while leading.
 
@@ -43,6 +50,14 @@ from pyctrl.metrics import registry
 __all__ = ["LeaderElectionConfig", "LeaderElectionLost", "LeaderElector", "default_identity"]
 
 _JITTER = 1.2
+_JITTER_FACTOR = 0.2  # candidates retry every retry_period * [1, 1.2)
+
+
+async def _wait(stop: asyncio.Event, seconds: float) -> bool:
+    """Wait ``seconds`` or until ``stop``; True when stopped."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
+    return stop.is_set()
 
 _master_status = Gauge(
     "leader_election_master_status",
@@ -105,6 +120,7 @@ class LeaderElector:
         self.log = get_logger("pyctrl.leaderelection", lease=f"{config.namespace}/{config.name}")
         self._observed: tuple[Any, ...] | None = None
         self._observed_at = 0.0
+        self._expires_at: float | None = None  # when the lease held by another expires for us
         self._lease: Lease | None = None
         self._gauge = _master_status.labels(config.name)
         self._gauge.set(0)
@@ -114,50 +130,59 @@ class LeaderElector:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Acquire, then renew until ``stop`` (returns) or loss (raises ``LeaderElectionLost``)."""
-        if not await self._acquire(stop):
+        acquired_at = await self._acquire(stop)
+        if acquired_at is None:
             return
         try:
-            await self._renew(stop)
+            await self._renew(stop, acquired_at)
         finally:
             self.elected.clear()
             self._gauge.set(0)
         if self.config.release_on_cancel:
             await self.release()
 
-    async def _acquire(self, stop: asyncio.Event) -> bool:
+    async def _acquire(self, stop: asyncio.Event) -> float | None:
+        """Try every retry period (sooner when the held lease expires first) until we win;
+        return the clock time the winning attempt *started* (None when stopped first)."""
         self.log.info("Attempting to acquire leader lease", identity=self.config.identity)
         while not stop.is_set():
-            if await self._try_acquire_or_renew():
+            started = self.clock()
+            if await self.try_acquire_or_renew():
                 self.elected.set()
                 self._gauge.set(1)
                 self.log.info("Successfully acquired lease", identity=self.config.identity)
-                return True
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.config.retry_period * (1 + 0.2 * random.random()))
-        return False
+                return started
+            wait = self.config.retry_period * (1 + _JITTER_FACTOR * random.random())
+            if self._expires_at is not None:
+                wait = min(wait, max(0.0, self._expires_at - self.clock()) + 0.01)
+            await _wait(stop, wait)
+        return None
 
-    async def _renew(self, stop: asyncio.Event) -> None:
-        last_renew = self.clock()
+    async def _renew(self, stop: asyncio.Event, last_renew: float) -> None:
+        """Renew every retry period; raise once no attempt *started* within the renew deadline
+        succeeded. Attempts are timed from their start, so the loss is declared no later than
+        ``renew_deadline`` after the start of the last successful write, which is before the
+        write itself: a standby (timing ``lease_duration`` from a later observation) cannot have
+        taken the lease yet."""
+        cfg = self.config
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.config.retry_period)
-            if stop.is_set():
+            deadline = last_renew + cfg.renew_deadline
+            if await _wait(stop, min(cfg.retry_period, max(0.0, deadline - self.clock()))):
                 return
-            remaining = self.config.renew_deadline - (self.clock() - last_renew)
+            started = self.clock()
             ok = False
-            if remaining > 0:
+            if deadline - started > 0:
                 try:
-                    async with asyncio.timeout(remaining):
-                        ok = await self._try_acquire_or_renew()
+                    async with asyncio.timeout(deadline - started):
+                        ok = await self.try_acquire_or_renew()
                 except TimeoutError:
                     ok = False
             if ok:
-                last_renew = self.clock()
-            elif self.clock() - last_renew >= self.config.renew_deadline:
+                last_renew = started
+            elif self.clock() >= deadline:
                 self.log.error("Failed to renew lease within the renew deadline; leadership lost")
                 raise LeaderElectionLost(
-                    f"lease {self.config.namespace}/{self.config.name}: "
-                    f"no renewal for {self.config.renew_deadline}s"
+                    f"lease {cfg.namespace}/{cfg.name}: no renewal for {cfg.renew_deadline}s"
                 )
 
     def _record(self, spec: LeaseSpec | None) -> tuple[Any, ...]:
@@ -170,8 +195,10 @@ class LeaderElector:
             s.lease_transitions,
         )
 
-    async def _try_acquire_or_renew(self) -> bool:
+    async def try_acquire_or_renew(self) -> bool:
+        """One step of client-go's ``tryAcquireOrRenew``: True when we hold the lease after it."""
         cfg, now_wall = self.config, _micro_time()
+        self._expires_at = None
         try:
             lease: Lease = await self.client.get(Lease, cfg.name, namespace=cfg.namespace)
         except NotFound:
@@ -196,6 +223,7 @@ class LeaderElector:
         holder = spec.holder_identity or ""
         duration = spec.lease_duration_seconds or round(cfg.lease_duration)
         if holder and holder != cfg.identity and self.clock() - self._observed_at < duration:
+            self._expires_at = self._observed_at + duration
             return False
         transitions = spec.lease_transitions or 0
         new_spec = LeaseSpec(

@@ -8,16 +8,31 @@
 The pairs travel in the record (``record.kv``); ``TextFormatter`` renders ``msg k=v ...`` and
 ``JsonFormatter`` one JSON object per line. ``setup_logging(format="text"|"json", level=...)``
 installs one of them on the root logger. Secrets must never be passed as values.
+
+``from_context()`` is controller-runtime's ``log.FromContext``: inside a reconcile it returns the
+controller's logger bound to controller, namespace, name, reconcile_id and trigger, so the
+reconciler's own lines carry them too; elsewhere it returns the ``pyctrl`` logger.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Any
 
-__all__ = ["JsonFormatter", "Logger", "TextFormatter", "get_logger", "setup_logging"]
+__all__ = [
+    "JsonFormatter",
+    "Logger",
+    "TextFormatter",
+    "bind_to_context",
+    "from_context",
+    "get_logger",
+    "setup_logging",
+]
 
 
 class Logger:
@@ -56,6 +71,24 @@ class Logger:
 
 def get_logger(name: str, **values: Any) -> Logger:
     return Logger(logging.getLogger(name), values)
+
+
+_current: ContextVar[Logger | None] = ContextVar("pyctrl_logger", default=None)
+
+
+def from_context() -> Logger:
+    """The logger of the running reconcile (with its key/values), else the ``pyctrl`` logger."""
+    return _current.get() or get_logger("pyctrl")
+
+
+@contextlib.contextmanager
+def bind_to_context(logger: Logger) -> Iterator[Logger]:
+    """Make ``logger`` what ``from_context()`` returns within the block (and tasks it creates)."""
+    token = _current.set(logger)
+    try:
+        yield logger
+    finally:
+        _current.reset(token)
 
 
 def _kv(record: logging.LogRecord) -> dict[str, Any]:

@@ -15,9 +15,11 @@ Guarantees:
   the Python analogue of a recovered Go panic);
 - ``reconciliation_timeout`` cancels a reconcile that runs too long (``reconcile_timeouts_total``);
 - every log line of a reconcile carries controller, namespace, name, reconcile_id and *trigger*:
-  what caused it (``"update Pod ns/redis-0"``, ``"requeue"`` for timed and error requeues);
-- on stop, sources are stopped, the queue is shut down and in-flight reconciles finish (the
-  manager bounds this with its graceful-shutdown timeout, then cancels).
+  what caused it (``"update Pod ns/redis-0"``, ``"requeue"`` for timed and error requeues); the
+  reconciler gets the same bound logger from :func:`pyctrl.log.from_context`;
+- on stop, sources are stopped, the queue is shut down, in-flight reconciles finish and queued
+  requests not yet started are dropped (the manager bounds this with its graceful-shutdown
+  timeout, then cancels).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from pyctrl.client.errors import Conflict
 from pyctrl.controller._metrics import ControllerMetrics
 from pyctrl.event import Event, event_object, event_type
 from pyctrl.handler import RequestQueue
-from pyctrl.log import Logger, get_logger
+from pyctrl.log import Logger, bind_to_context, get_logger
 from pyctrl.reconcile import Reconciler, Request, Result, TerminalError
 from pyctrl.source import Source, SyncingSource
 from pyctrl.workqueue import RateLimiter, RateLimitingQueue, ShutDown
@@ -72,7 +74,7 @@ def validate_reconciler(name: str, reconciler: object) -> Reconciler:
         returns = typing.get_type_hints(method).get("return", Result)
     except Exception:  # unresolvable annotations: checked per call instead
         returns = Result
-    if returns is not Result:
+    if not (isinstance(returns, type) and issubclass(returns, Result)):
         raise ControllerError(
             f"controller {name!r}: {type(reconciler).__name__}.reconcile is annotated to return "
             f"{returns!r}; it must return pyctrl.Result"
@@ -124,6 +126,7 @@ class Controller:
         self.log: Logger = get_logger("pyctrl.controller", controller=name)
         self._sources: list[Source] = []
         self._started = False
+        self._stopping = False
 
     def __repr__(self) -> str:
         return f"Controller({self.name!r})"
@@ -162,6 +165,7 @@ class Controller:
             await stop.wait()
             self.log.info("Shutdown signal received, waiting for all workers to finish")
         finally:
+            self._stopping = True
             for source in self._sources:
                 await source.stop()
             self.queue.shut_down()
@@ -184,13 +188,15 @@ class Controller:
             ) from exc
 
     async def _worker(self) -> None:
-        while True:
+        """controller-runtime ``processNextWorkItem`` in a loop: get, handle, done."""
+        while not self._stopping:
             try:
                 request, priority = await self.queue.get_with_priority()
             except ShutDown:
                 return
             try:
-                await self._reconcile_handler(request, priority)
+                if not self._stopping:  # queued but not started: left for the next leader
+                    await self._reconcile_handler(request, priority)
             finally:
                 self.queue.done(request)
 
@@ -201,13 +207,22 @@ class Controller:
             reconcile_id=uuid.uuid4().hex[:12],
             trigger=self.triggers.pop(request, "requeue"),
         )
+        log.debug("Reconciling")
         self.metrics.active.inc()
         started = time.perf_counter()
         try:
-            outcome = await self._reconcile(request)
+            with bind_to_context(log):
+                outcome = await self._reconcile(request)
         finally:
             self.metrics.active.dec()
             self.metrics.time.observe(time.perf_counter() - started)
+        self._handle_outcome(request, priority, outcome, log)
+        log.debug("Reconcile done", duration_s=round(time.perf_counter() - started, 6))
+
+    def _handle_outcome(
+        self, request: Request, priority: int, outcome: Result | BaseException, log: Logger
+    ) -> None:
+        """The result table of :mod:`pyctrl.reconcile`: one queue call, one metric, one log line."""
         q, m = self.queue, self.metrics
         match outcome:
             case TerminalError():
@@ -235,8 +250,6 @@ class Controller:
             case _:
                 q.forget(request)
                 m.total["success"].inc()
-        if log.is_enabled_for(10):
-            log.debug("Reconcile done", duration_s=round(time.perf_counter() - started, 6))
 
     async def _reconcile(self, request: Request) -> Result | BaseException:
         """Run the reconciler once; return its Result or the exception it raised."""

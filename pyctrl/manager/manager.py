@@ -186,8 +186,10 @@ class Manager:
             raise ManagerError(f"a controller named {name!r} already exists; controller names must be unique")
         self.controller_names.add(name)
 
-    def _cache_synced(self) -> None:
-        if not self._caches_synced:
+    async def _cache_synced(self) -> None:
+        """Ready once the caches synced at start *and* every informer created since (by
+        controllers' sources after election) has synced too."""
+        if not self._caches_synced or not await self.cache.wait_for_cache_sync(timeout=0):
             raise RuntimeError("caches not synced yet")
 
     @property
@@ -204,7 +206,9 @@ class Manager:
         if self._started:
             raise ManagerError("manager already started")
         self._started = True
-        stop = stop if stop is not None else self._install_signal_handlers()
+        remove_handlers: Callable[[], None] = lambda: None  # noqa: E731
+        if stop is None:
+            stop, remove_handlers = self._install_signal_handlers()
         groups = [self._servers, self._caches, self._others_group, self._elector_group, self._leader_group]
         try:
             await self._start_servers()
@@ -217,9 +221,12 @@ class Manager:
             await self._run_until_stopped(stop, groups)
         finally:
             self._running = False
-            await self._shutdown(groups)
+            try:
+                await self._shutdown(groups)
+            finally:
+                remove_handlers()
 
-    def _install_signal_handlers(self) -> asyncio.Event:
+    def _install_signal_handlers(self) -> tuple[asyncio.Event, Callable[[], None]]:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
 
@@ -229,9 +236,15 @@ class Manager:
             self.log.info("Received signal, stopping", signal=sig.name)
             stop.set()
 
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        signals = (signal.SIGTERM, signal.SIGINT)
+        for sig in signals:
             loop.add_signal_handler(sig, on_signal, sig)
-        return stop
+
+        def remove() -> None:
+            for sig in signals:
+                loop.remove_signal_handler(sig)
+
+        return stop, remove
 
     async def _start_servers(self) -> None:
         servers = self._servers

@@ -1,0 +1,189 @@
+"""Test helpers for operators built on pyctrl: the idempotence check (beyond controller-runtime).
+
+The operator rule (REFERENCE, "Operator rules"): reconcile is level-triggered and idempotent — run
+it once or 10,000 times, same converged state, and *zero writes* when nothing changed.
+:func:`assert_idempotent` makes that rule checkable in every user's test suite::
+
+    from pyctrl.testing import assert_idempotent
+
+    # ... drive the object to its converged state (e.g. wait until status.phase == "Ready") ...
+    await assert_idempotent(reconciler, Request("ns", "my-cluster"), mgr.client, n=5)
+
+    # or, so that no in-memory state can hide a write, a fresh reconciler for every run:
+    await assert_idempotent(lambda: MyReconciler(mgr.client), request, mgr.client)
+
+Guarantees:
+
+- every write request (``POST``, ``PUT``, ``PATCH``, ``DELETE``) that the checked reconciles make
+  through the client's apiserver transport is recorded — including dry-run writes and writes
+  made by tasks a reconcile starts; writes by *other* tasks through the same client (a running
+  manager's controllers, say) are not, because recording is scoped with a ``contextvars``
+  variable;
+- ``client`` may be an :class:`~pyctrl.client.ApiClient`, a
+  :class:`~pyctrl.client.split.SplitClient` (its apiserver side), a
+  :class:`~pyctrl.manager.Manager` (its ``api_client``) or a
+  :class:`~pyctrl.client.fake.FakeClient` (its in-memory writes: create, update/patch, apply,
+  delete); anything else raises ``TypeError``;
+- ``assert_idempotent`` runs ``reconcile(request)`` ``n`` times in a row and raises
+  ``AssertionError`` listing every write (run number, verb, path) if any run wrote, and naming the
+  run if a reconcile raised; it returns the ``n`` results otherwise (requeues are allowed: a
+  converged reconciler may still poll);
+- given a factory (a zero-argument callable), it builds a fresh reconciler for every run, as a
+  restarted operator would.
+
+Mechanism: the first use on a client installs a pass-through hook on its transport (or fake core)
+that records a write only while :func:`recording_writes` is active in the calling context; the hook
+stays installed and costs one context-variable lookup per request.
+
+Caveat for cache-backed clients: the reconciles read through the cache, so wait until the cache
+reflects the last write of convergence (the same thing a real controller does: the watch event of
+that write triggers one more, write-free reconcile) before calling it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+from pyctrl.reconcile import Reconciler, Request, Result
+
+__all__ = ["Write", "assert_idempotent", "recording_writes"]
+
+_WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+_FAKE_WRITES = {"create": "POST", "write": "PUT/PATCH", "apply": "PATCH", "delete": "DELETE"}
+_HOOKED = "_pyctrl_write_hook"
+
+_recording: ContextVar[list[Write] | None] = ContextVar("pyctrl_recording_writes", default=None)
+
+
+@dataclass(frozen=True)
+class Write:
+    """One recorded write request."""
+
+    verb: str
+    path: str
+    body: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.verb} {self.path}" + (f" {self.body}" if self.body else "")
+
+
+def _target(client: Any) -> Any:
+    """The transport (or fake core) that every write of ``client`` goes through."""
+    seen: set[int] = set()
+    while id(client) not in seen:
+        seen.add(id(client))
+        if hasattr(client, "transport") and hasattr(client.transport, "request"):
+            return client.transport
+        if hasattr(client, "core") and hasattr(client.core, "write"):
+            return client.core
+        for attr in ("api_client", "client"):
+            inner = getattr(client, attr, None)
+            if inner is not None and not callable(inner):
+                client = inner
+                break
+        else:
+            break
+    raise TypeError(
+        f"cannot record the writes of {type(client).__name__}: pass an ApiClient, SplitClient, "
+        "Manager or FakeClient"
+    )
+
+
+def _hook_transport(transport: Any) -> None:
+    original = transport.request
+
+    @functools.wraps(original)
+    async def request(method: str, path: str, **kwargs: Any) -> bytes:
+        writes = _recording.get()
+        if writes is not None and method.upper() in _WRITE_VERBS:
+            body = kwargs.get("body") or b""
+            writes.append(Write(method.upper(), path, bytes(body[:300]).decode(errors="replace")))
+        result: bytes = await original(method, path, **kwargs)
+        return result
+
+    transport.request = request
+
+
+def _hook_fake_core(core: Any) -> None:
+    for name, verb in _FAKE_WRITES.items():
+        original = getattr(core, name)
+
+        def hooked(obj: Any, *args: Any, __original: Any = original, __verb: str = verb, **kw: Any) -> Any:
+            writes = _recording.get()
+            if writes is not None:
+                writes.append(Write(__verb, _describe(obj)))
+            return __original(obj, *args, **kw)
+
+        setattr(core, name, hooked)
+
+
+def _describe(obj: Any) -> str:
+    from pyctrl import _access
+    from pyctrl.client.scheme import gvk_of
+
+    try:
+        kind = gvk_of(obj).kind
+    except Exception:
+        kind = type(obj).__name__
+    ns = _access.namespace(obj)
+    return f"{kind} {ns + '/' if ns else ''}{_access.name(obj)}"
+
+
+def _install(client: Any) -> None:
+    target = _target(client)
+    if getattr(target, _HOOKED, False):
+        return
+    if hasattr(target, "request"):
+        _hook_transport(target)
+    else:
+        _hook_fake_core(target)
+    setattr(target, _HOOKED, True)
+
+
+@contextlib.contextmanager
+def recording_writes(client: Any) -> Iterator[list[Write]]:
+    """Record the writes made through ``client`` by this context (and tasks it creates)."""
+    _install(client)
+    writes: list[Write] = []
+    token = _recording.set(writes)
+    try:
+        yield writes
+    finally:
+        _recording.reset(token)
+
+
+async def assert_idempotent(
+    reconciler: Reconciler | Callable[[], Reconciler],
+    request: Request,
+    client: Any,
+    *,
+    n: int = 3,
+) -> list[Result]:
+    """Run reconcile ``n`` times on a converged object; fail if any run wrote (module docstring)."""
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    results: list[Result] = []
+    wrote: list[tuple[int, Write]] = []
+    for run in range(1, n + 1):
+        current = reconciler if isinstance(reconciler, Reconciler) else reconciler()
+        with recording_writes(client) as writes:
+            try:
+                result = await current.reconcile(request)
+            except Exception as exc:
+                raise AssertionError(
+                    f"reconcile {run}/{n} of {request} raised {type(exc).__name__}: {exc}"
+                ) from exc
+        results.append(result)
+        wrote.extend((run, w) for w in writes)
+    if wrote:
+        lines = "\n".join(f"  run {run}: {w}" for run, w in wrote)
+        raise AssertionError(
+            f"reconcile of {request} is not idempotent: {len(wrote)} write(s) in {n} runs "
+            f"on a converged object:\n{lines}"
+        )
+    return results

@@ -14,6 +14,8 @@ Guarantees:
   period (``metadata.deletionGracePeriodSeconds``), SIGKILL; the final status is written and the
   Pod is deleted with grace period 0 (uid precondition). A Pod removed behind the node's back
   (force deletion) is stopped within 2 s;
+- configMap, secret, downwardAPI and projected volumes are mounted read-only, whatever the
+  volumeMount says (like the kubelet);
 - each container logs to ``<state dir>/pods/<namespace>_<name>_<uid>/<container>.log`` (appended
   across restarts, kept after the Pod is gone); the Pod carries that directory in the annotation
   ``pyctrl.dev/log-dir``.
@@ -155,13 +157,19 @@ class PodWorker:
             args=[expand(str(a), env) for a in spec.get("args") or []],
         )
         executable, argv = resolve_argv(self.ctx.image_map, expanded, env)
+        api_data = {
+            v["name"]
+            for v in self.pod["spec"].get("volumes") or []
+            if {"configMap", "secret", "downwardAPI", "projected"} & set(v)
+        }
         mounts = []
         for vm in spec.get("volumeMounts") or []:
             source = self.volume_paths[vm["name"]]
             sub = vm.get("subPath") or expand(vm.get("subPathExpr", ""), env)
             if sub:
                 source = _sub_path(source, sub)
-            mounts.append(Mount(source, vm["mountPath"], bool(vm.get("readOnly"))))
+            readonly = bool(vm.get("readOnly")) or vm["name"] in api_data  # as the kubelet does
+            mounts.append(Mount(source, vm["mountPath"], readonly))
         name = spec["name"]
         return Launch(
             executable=executable,

@@ -1,0 +1,187 @@
+"""The Node itself: registration, Lease, scheduling, and that stopping or killing the node (or the
+whole environment) leaves no Pod process behind."""
+
+from __future__ import annotations
+
+import ctypes
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pyctrl.envtest import Environment, poll_until
+from pyctrl.envtest.node.kube import ApiError, Kube
+from tests.node.helpers import alive, children, condition, container_pid, create, get_pod, wait_for
+
+pytestmark = pytest.mark.controlplane
+
+
+async def test_the_node_registers_ready_on_loopback_and_renews_its_lease(kube: Kube) -> None:
+    node = await kube.get("/api/v1/nodes/local-node")
+    conditions = {c["type"]: c["status"] for c in node["status"]["conditions"]}
+    assert conditions == {
+        "Ready": "True",
+        "MemoryPressure": "False",
+        "DiskPressure": "False",
+        "PIDPressure": "False",
+    }
+    assert {"type": "InternalIP", "address": "127.0.0.1"} in node["status"]["addresses"]
+    assert node["metadata"]["labels"]["kubernetes.io/hostname"] == "local-node"
+    assert int(node["status"]["allocatable"]["pods"]) > 0
+    assert node["status"]["nodeInfo"]["kubeletVersion"].startswith("v1.")
+    lease_path = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/local-node"
+    lease = await kube.get(lease_path)
+    assert lease["spec"]["holderIdentity"] == "local-node"
+    assert lease["metadata"]["ownerReferences"][0]["uid"] == node["metadata"]["uid"]
+    first = lease["spec"]["renewTime"]
+
+    async def renewed() -> str | None:
+        renew = (await kube.get(lease_path))["spec"]["renewTime"]
+        return renew if renew != first else None
+
+    later = await wait_for("the lease to be renewed", renewed, seconds=25)
+    assert datetime.fromisoformat(later) > datetime.fromisoformat(first)
+
+
+async def test_pending_pods_are_bound_unless_their_node_selector_does_not_match(
+    kube: Kube, namespace: str
+) -> None:
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    container = {"name": "c", "image": "redis:7", "command": ["sleep", "300"]}
+    await create(kube, path, {"metadata": {"name": "fits"}, "spec": {"containers": [container]}})
+    picky = {"nodeSelector": {"disktype": "ssd"}, "containers": [container]}
+    await create(kube, path, {"metadata": {"name": "picky"}, "spec": picky})
+
+    async def running() -> dict[str, Any] | None:
+        pod = await get_pod(kube, namespace, "fits")
+        return pod if pod and pod["status"].get("phase") == "Running" else None
+
+    fits = await wait_for("fits Running", running)
+    assert fits["spec"]["nodeName"] == "local-node"
+    assert condition(fits, "PodScheduled") == "True"
+
+    async def unschedulable() -> dict[str, Any] | None:
+        pod = await get_pod(kube, namespace, "picky")
+        return pod if pod and condition(pod, "PodScheduled") == "False" else None
+
+    picky_pod = await wait_for("picky Unschedulable", unschedulable)
+    assert "nodeName" not in picky_pod["spec"]
+    [cond] = [c for c in picky_pod["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert cond["reason"] == "Unschedulable"
+    assert "disktype" in cond["message"]
+
+
+def _die_with_parent() -> None:
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: never outlive the test run
+
+
+@pytest.fixture
+def extra_node(kubeconfig: Path, tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A second node agent (no scheduler, no provisioner) on the session's control plane."""
+    name = f"extra-{uuid.uuid4().hex[:6]}"
+    argv = [sys.executable, "-m", "pyctrl.envtest.node", f"--kubeconfig={kubeconfig}"]
+    argv += [f"--state-dir={tmp_path / 'node'}", f"--node-name={name}", "--no-scheduler", "--no-provisioner"]
+    with (tmp_path / "node.log").open("wb") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)  # noqa: PLW1509
+    try:
+        yield name, proc
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+@pytest.fixture
+async def extra_node_pod(
+    extra_node: tuple[str, subprocess.Popen[bytes]], kube: Kube, namespace: str
+) -> AsyncIterator[tuple[subprocess.Popen[bytes], int]]:
+    """A Pod running on the extra node: (node process, container pid). Cleaned up afterwards."""
+    name, proc = extra_node
+
+    async def node_ready() -> bool:
+        try:
+            node = await kube.get(f"/api/v1/nodes/{name}")
+        except ApiError:
+            return False
+        return condition(node, "Ready") == "True"
+
+    await wait_for(f"node {name} Ready", node_ready)
+    container = {"name": "c", "image": "redis:7", "command": ["sh", "-c", "sleep 300 & sleep 300; wait"]}
+    pod = {"metadata": {"name": "on-extra"}, "spec": {"nodeName": name, "containers": [container]}}
+    await create(kube, f"/api/v1/namespaces/{namespace}/pods", pod)
+
+    async def running() -> dict[str, Any] | None:
+        current = await get_pod(kube, namespace, "on-extra")
+        return current if current and current["status"].get("phase") == "Running" else None
+
+    running_pod = await wait_for("pod on the extra node Running", running)
+    assert running_pod["status"]["podIP"].startswith("127.")
+    pid = container_pid(running_pod)
+    try:
+        yield proc, pid
+    finally:
+        body = {"gracePeriodSeconds": 0}
+        for path in (f"/api/v1/namespaces/{namespace}/pods/on-extra", f"/api/v1/nodes/{name}"):
+            try:
+                await kube.request("DELETE", path, body=body)
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+
+
+async def test_stopping_the_node_stops_every_pod_process_and_exits_zero(
+    extra_node_pod: tuple[subprocess.Popen[bytes], int],
+) -> None:
+    proc, pid = extra_node_pod
+    forked = children(pid)
+    assert forked, "the container's shell should have a background child"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
+    assert not alive(pid)
+    assert [c for c in forked if alive(c)] == []
+
+
+async def test_a_killed_node_leaves_no_pod_process(
+    extra_node_pod: tuple[subprocess.Popen[bytes], int],
+) -> None:
+    proc, pid = extra_node_pod
+    proc.kill()
+    proc.wait(10)
+
+    async def dead() -> bool:
+        return not alive(pid)
+
+    await wait_for("the container to die with its node", dead, seconds=10)
+
+
+def test_stopping_the_environment_leaves_no_pod_process() -> None:
+    env = Environment().start()
+    try:
+        pod = {
+            "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "image": "redis:7", "args": ["--port", "0"]}]},
+        }
+        env.create_namespace("stop-test")
+        env.http.request("POST", "/api/v1/namespaces/stop-test/pods", pod)
+        deadline = 60.0
+        pid = 0
+
+        def started() -> bool:
+            nonlocal pid
+            status = env.http.get("/api/v1/namespaces/stop-test/pods/p").get("status", {})
+            statuses = status.get("containerStatuses") or [{}]
+            if "running" in statuses[0].get("state", {}):
+                pid = container_pid({"status": status})
+                return True
+            return False
+
+        poll_until("pod p running", started, deadline)
+        assert alive(pid)
+    finally:
+        env.stop()
+    assert not alive(pid)

@@ -1,0 +1,213 @@
+"""Fixtures for the RedisCluster operator's end-to-end tests.
+
+The operator runs in-process on the session's control plane and local node, authenticated as a
+user bound to the *generated* ClusterRole only (examples/rediscluster/deploy/role.yaml), so every
+test also proves the operator needs no permission beyond it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+import yaml
+
+from examples.rediscluster.api import RedisCluster
+from examples.rediscluster.operator import Operator, OperatorOptions, build_operator
+from pyctrl.client import load_kubeconfig
+from pyctrl.envtest import Environment
+
+ROLE = Path(__file__).resolve().parents[2] / "examples" / "rediscluster" / "deploy" / "role.yaml"
+OPERATOR_USER = "rediscluster-operator-e2e"
+
+
+async def eventually(
+    what: str, check: Callable[[], Awaitable[Any]], within: float, interval: float = 0.2
+) -> Any:
+    """Await ``check`` until it returns a truthy value (returned); fail after ``within`` seconds."""
+    deadline = time.monotonic() + within
+    last: Any = None
+    while True:
+        try:
+            last = await check()
+        except Exception as exc:  # transient while things start
+            last = exc
+        if last and not isinstance(last, Exception):
+            return last
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {within}s waiting for {what}; last: {last!r}")
+        await asyncio.sleep(interval)  # polling interval of a deadline-bounded wait
+
+
+@pytest.fixture(scope="session")
+def operator_kubeconfig(envtest: Environment) -> Path:
+    """A kubeconfig for a user holding only the generated ClusterRole."""
+    role = yaml.safe_load_all(ROLE.read_text())
+    for doc in role:
+        if doc and doc.get("kind") == "ClusterRole":
+            name = doc["metadata"]["name"]
+            envtest.http.request(
+                "PATCH",
+                f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{name}?fieldManager=e2e&force=true",
+                yaml.safe_dump(doc).encode(),
+                content_type="application/apply-patch+yaml",
+            )
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": OPERATOR_USER},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "rediscluster-operator",
+        },
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": OPERATOR_USER}],
+    }
+    envtest.http.request(
+        "PATCH",
+        f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{OPERATOR_USER}?fieldManager=e2e&force=true",
+        yaml.safe_dump(binding).encode(),
+        content_type="application/apply-patch+yaml",
+    )
+    return envtest.add_user(OPERATOR_USER)
+
+
+@dataclass
+class RunningOperator:
+    operator: Operator
+    stop: asyncio.Event
+    task: asyncio.Task[None]
+
+    async def shutdown(self) -> None:
+        self.stop.set()
+        try:
+            await asyncio.wait_for(self.task, 40)
+        except TimeoutError:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+
+
+OperatorFactory = Callable[[], Awaitable[RunningOperator]]
+
+
+@pytest.fixture
+async def start_operator(operator_kubeconfig: Path, namespace: str) -> AsyncIterator[OperatorFactory]:
+    """Start (and on teardown stop) operator instances watching the test's namespace."""
+    running: list[RunningOperator] = []
+
+    async def start() -> RunningOperator:
+        config = await load_kubeconfig(operator_kubeconfig)
+        options = OperatorOptions(
+            namespace=namespace,
+            metrics_bind_address="127.0.0.1:0",
+            health_probe_bind_address="127.0.0.1:0",
+        )
+        op = build_operator(config, options)
+        stop = asyncio.Event()
+        task = asyncio.create_task(op.manager.start(stop))
+        handle = RunningOperator(op, stop, task)
+        running.append(handle)
+        await eventually("the operator to be elected and synced", _started(op, task), 30)
+        return handle
+
+    try:
+        yield start
+    finally:
+        for handle in running:
+            await handle.shutdown()
+
+
+def _started(op: Operator, task: asyncio.Task[None]) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        if task.done():
+            task.result()  # surface the failure
+        return op.manager.elected.is_set() and op.manager.probe_port is not None
+
+    return check
+
+
+@pytest.fixture
+async def operator(start_operator: OperatorFactory) -> RunningOperator:
+    return await start_operator()
+
+
+class Cluster:
+    """Test-side view of one RedisCluster: apiserver reads through the admin HTTP client, Redis
+    through redis.asyncio to the pods' loopback IPs."""
+
+    def __init__(self, envtest: Environment, namespace: str, name: str) -> None:
+        self.envtest = envtest
+        self.namespace = namespace
+        self.name = name
+        self.base = f"/apis/redis.pyctrl.dev/v1alpha1/namespaces/{namespace}/redisclusters"
+
+    def create(self, **spec: Any) -> dict[str, Any]:
+        body = {
+            "apiVersion": "redis.pyctrl.dev/v1alpha1",
+            "kind": "RedisCluster",
+            "metadata": {"name": self.name},
+        }
+        body["spec"] = spec
+        return dict(self.envtest.http.request("POST", self.base, body))
+
+    def get(self) -> dict[str, Any]:
+        return dict(self.envtest.http.get(f"{self.base}/{self.name}"))
+
+    def status(self) -> dict[str, Any]:
+        return dict(self.get().get("status") or {})
+
+    def typed(self) -> RedisCluster:
+        return RedisCluster.model_validate(self.get())
+
+    def pods(self) -> dict[str, dict[str, Any]]:
+        sel = f"app.kubernetes.io/instance%3D{self.name}"
+        items = self.envtest.http.get(f"/api/v1/namespaces/{self.namespace}/pods?labelSelector={sel}")[
+            "items"
+        ]
+        return {p["metadata"]["name"]: p for p in items}
+
+    def pod_ip(self, pod: str) -> str:
+        return str(self.pods()[pod]["status"]["podIP"])
+
+    async def redis(self, pod: str) -> aioredis.Redis:
+        return aioredis.Redis(
+            host=self.pod_ip(pod),
+            port=6379,
+            socket_timeout=2,
+            socket_connect_timeout=2,
+            decode_responses=True,
+        )
+
+    async def info(self, pod: str) -> dict[str, Any]:
+        client = await self.redis(pod)
+        try:
+            return dict(await client.info("replication"))
+        finally:
+            await client.aclose()
+
+    async def ready(self, replicas: int) -> bool:
+        s = self.status()
+        return s.get("phase") == "Running" and s.get("readyReplicas") == replicas
+
+    async def roles(self) -> dict[str, str]:
+        """pod -> "master" / "slave" / "down" as Redis itself reports."""
+        out = {}
+        for pod in self.pods():
+            try:
+                out[pod] = str((await self.info(pod))["role"])
+            except Exception:
+                out[pod] = "down"
+        return out
+
+
+@pytest.fixture
+def cluster_factory(envtest: Environment, namespace: str) -> Callable[[str], Cluster]:
+    return lambda name: Cluster(envtest, namespace, name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any, ClassVar
 
@@ -136,12 +137,12 @@ def test_resolve_path_follows_properties_and_list_items() -> None:
 
 class GizmoV1beta1(Gizmo):
     gvk = GroupVersionKind(GROUP, "v1beta1", "Gizmo")
-    crd: ClassVar[CRDMeta] = CRDMeta(**{**Gizmo.crd.__dict__, "storage": False})
+    crd: ClassVar[CRDMeta] = dataclasses.replace(Gizmo.crd, storage=False)
 
 
 class GizmoV1alpha1(Gizmo):
     gvk = GroupVersionKind(GROUP, "v1alpha1", "Gizmo")
-    crd: ClassVar[CRDMeta] = CRDMeta(**{**Gizmo.crd.__dict__, "storage": False, "served": False})
+    crd: ClassVar[CRDMeta] = dataclasses.replace(Gizmo.crd, storage=False, served=False)
 
 
 def test_models_of_one_kind_become_versions_ordered_by_priority() -> None:

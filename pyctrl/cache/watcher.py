@@ -154,7 +154,12 @@ class Watcher:
         self._stream: AsyncIterator[RawEvent] | None = None
 
     async def events(self) -> AsyncIterator[WatcherEvent]:
-        """The event stream; never ends on its own."""
+        """The event stream; never ends on its own. Iterating again after a stop resumes: a watch
+        from the last resourceVersion, or a fresh list if the stop came mid-list."""
+        if self.state is WatcherState.WATCHING:
+            self.state = WatcherState.INIT_LISTED
+        elif self.state in (WatcherState.INIT_PAGE, WatcherState.INITIAL_WATCH):
+            self.state = WatcherState.EMPTY
         try:
             while True:
                 try:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+import yaml
 from kubernetes_asyncio.client import Configuration
 from kubernetes_asyncio.config import ConfigException
 from kubernetes_asyncio.config import incluster_config as _incluster
@@ -145,10 +146,19 @@ def _kubeconfig_paths(path: str | os.PathLike[str] | None) -> str:
         explicit = Path(path).expanduser()
         if not explicit.is_file():
             raise ConfigError(f"kubeconfig {explicit} does not exist")
-        return str(explicit)
-    paths = os.environ.get("KUBECONFIG") or str(_DEFAULT_KUBECONFIG.expanduser())
-    if not any(p and Path(p).expanduser().is_file() for p in paths.split(os.pathsep)):
+        paths = str(explicit)
+    else:
+        paths = os.environ.get("KUBECONFIG") or str(_DEFAULT_KUBECONFIG.expanduser())
+    existing = [Path(p).expanduser() for p in paths.split(os.pathsep) if p and Path(p).expanduser().is_file()]
+    if not existing:
         raise ConfigError(f"no kubeconfig found at {paths}")
+    for file in existing:
+        try:
+            doc = yaml.safe_load(file.read_text())
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"kubeconfig {file} is not readable YAML: {exc}") from exc
+        if not isinstance(doc, dict):
+            raise ConfigError(f"kubeconfig {file} is empty or not a mapping")
     return paths
 
 

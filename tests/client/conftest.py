@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -43,3 +44,36 @@ def backend(request: pytest.FixtureRequest) -> Backend:
     """The same behavioural test against the fake client and the real apiserver."""
     found: Backend = request.getfixturevalue(f"{request.param}_backend")
     return found
+
+
+RestartApiserver = Callable[..., Awaitable[None]]
+
+
+@pytest.fixture
+def restart_apiserver(envtest: Environment, monkeypatch: pytest.MonkeyPatch) -> RestartApiserver:
+    """``await restart_apiserver(compact=False)``: stop kube-apiserver, optionally compact etcd, start it.
+
+    Work-around until envtest keeps the port across restarts: its ``free_port`` probe binds
+    without SO_REUSEADDR, so the old port (in TIME_WAIT after the stop) looks busy and a new
+    port is chosen. kube-apiserver itself binds with SO_REUSEADDR, so reusing it works.
+    """
+    from pyctrl.envtest import environment
+
+    real_free_port: Callable[..., int] = vars(environment)["free_port"]
+
+    def same_port(
+        preferred: int | None = None, host: str = "127.0.0.1", avoid: set[int] | None = None
+    ) -> int:
+        return preferred if preferred else real_free_port(preferred, host, avoid)
+
+    monkeypatch.setattr(environment, "free_port", same_port)
+
+    async def restart(*, compact: bool = False) -> None:
+        url = envtest.server_url
+        await asyncio.to_thread(envtest.stop_apiserver)
+        if compact:
+            await asyncio.to_thread(envtest.compact_etcd)
+        await asyncio.to_thread(envtest.start_apiserver)
+        assert envtest.server_url == url, "the apiserver came back on another port"
+
+    return restart

@@ -50,11 +50,9 @@ class Backend:
     namespace: str
 
 
-async def eventually(
-    check: Callable[[], Awaitable[R]], *, timeout: float = 20.0, interval: float = 0.05
-) -> R:
+async def eventually(check: Callable[[], Awaitable[R]], *, within: float = 20.0, interval: float = 0.05) -> R:
     """Poll ``check`` until it returns without AssertionError; re-raise the last failure at the deadline."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + within
     while True:
         try:
             return await check()

@@ -417,8 +417,9 @@ class FakeCore:
             ):
                 if want and want != have:
                     message = (
-                        f'Operation cannot be fulfilled on {gvk.kind} "{key[1]}": the {what} in the precondition '
-                        f"({want}) does not match the {what} in record ({have}). The object might have been {why}"
+                        f'Operation cannot be fulfilled on {gvk.kind} "{key[1]}": the {what} in the '
+                        f"precondition ({want}) does not match the {what} in record ({have}). "
+                        f"The object might have been {why}"
                     )
                     raise Conflict(_status("Conflict", 409, message))
         if dry_run:

@@ -28,7 +28,7 @@ from typing import Any
 
 from pyctrl.envtest.node.addresses import AddressPool, claim_block
 from pyctrl.envtest.node.images import DEFAULT_IMAGE_MAP, ImageMap
-from pyctrl.envtest.node.kube import Informer, Kube
+from pyctrl.envtest.node.kube import ApiError, Informer, Kube
 from pyctrl.envtest.node.nodestatus import NodeStatus, machine_capacity
 from pyctrl.envtest.node.pod import NodeContext, PodWorker
 from pyctrl.envtest.node.provisioner import Provisioner
@@ -60,6 +60,21 @@ async def _until_synced(events: list[asyncio.Event], stop: asyncio.Event) -> boo
     waiting.cancel()
     stopped.cancel()
     return all(e.is_set() for e in events)
+
+
+async def _register(node: NodeStatus, stop: asyncio.Event) -> bool:
+    """Register the Node, retrying while the apiserver is unreachable; False if stopped first."""
+    delay = 0.5
+    while not stop.is_set():
+        try:
+            await node.register()
+            return True
+        except (ApiError, OSError, TimeoutError) as exc:
+            log.warning("registering node %s failed: %s; retrying in %.1fs", node.name, exc, delay)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), delay)
+        delay = min(delay * 2, 10.0)
+    return False
 
 
 class NodeAgent:
@@ -113,7 +128,8 @@ class NodeAgent:
                 synced.append(scheduler.informer.synced)
             if not await _until_synced(synced, stop):
                 return
-            await node.register()
+            if not await _register(node, stop):
+                return
             log.info(
                 "node %s Ready (pod addresses 127.%d.x.y, state %s, images %s)",
                 config.node_name,

@@ -225,32 +225,35 @@ class PodWorker:
             terminating=self.terminating,
         )
 
-    async def _write_status(self) -> None:
+    async def _write_status(self) -> bool:
+        """Write the current status if it changed; False when the write failed (retry later)."""
         if self.removed:
-            return
+            return True
         async with self._write_lock:
             status = self._status()
             if status == self._written:
-                return
+                return True
             path = f"/api/v1/namespaces/{self.namespace}/pods/{self.name}/status"
             try:
                 await self.ctx.kube.patch(path, {"metadata": {"uid": self.uid}, "status": status})
                 self._written = status
+                return True
             except ApiError as exc:
                 if exc.status in (404, 409, 422):  # gone, or replaced by a Pod of the same name
-                    return
+                    return True
                 log.warning("pod %s/%s: writing status failed: %s", self.namespace, self.name, exc)
-                self._dirty.set()
             except (OSError, TimeoutError) as exc:
                 log.warning("pod %s/%s: writing status failed: %s", self.namespace, self.name, exc)
-                self._dirty.set()
+            self._dirty.set()
+            return False
 
     async def _status_loop(self) -> None:
         while True:
             await self._dirty.wait()
             self._dirty.clear()
-            await self._write_status()
-            await asyncio.sleep(0.05)  # coalesce bursts (several containers changing at once)
+            ok = await self._write_status()
+            # Coalesce bursts (several containers changing at once); back off while writes fail.
+            await asyncio.sleep(0.05 if ok else 1.0)
 
     # -- lifecycle -----------------------------------------------------------------------------
     async def run(self) -> None:

@@ -146,6 +146,7 @@ async def start_container(launch: Launch) -> ContainerProcess:
     finally:
         os.close(write_fd)
     failure = (await asyncio.to_thread(_read_all, read_fd)).decode(errors="replace")
+    launch.spec_path.unlink(missing_ok=True)  # it holds the environment, secrets included
     if failure:
         _killpg(proc.pid, signal.SIGKILL)
         await proc.wait()

@@ -59,6 +59,7 @@ async def _wait(stop: asyncio.Event, seconds: float) -> bool:
         await asyncio.wait_for(stop.wait(), seconds)
     return stop.is_set()
 
+
 _master_status = Gauge(
     "leader_election_master_status",
     "Gauge of if the reporting system is master of the relevant lease, "

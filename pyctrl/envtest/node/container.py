@@ -14,7 +14,8 @@ Guarantees:
   ``ready`` (without one, ready = started); a failing liveness or startup probe stops the container
   (SIGTERM, its grace period, SIGKILL) and the restart policy applies;
 - an unmapped image leaves the container waiting (``ImageNotMapped``) until the Pod goes away; a
-  missing ConfigMap/Secret is ``CreateContainerConfigError`` and retried;
+  missing ConfigMap/Secret is ``CreateContainerConfigError`` and any other failure to create the
+  container ``CreateContainerError``, both retried every 2 s;
 - ``stop(grace, pre_stop=True)`` runs the preStop hook (bounded by ``grace``), then SIGTERM, and
   SIGKILL at the end of the grace period; no restart happens after it.
 """
@@ -138,9 +139,7 @@ class Container:
                 await self._stopping.wait()
                 return None
             except ConfigError as exc:
-                self._set({"waiting": {"reason": "CreateContainerConfigError", "message": str(exc)}})
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stopping.wait(), 2.0)
+                await self._retry_creation("CreateContainerConfigError", str(exc))
                 continue
             except StartError as exc:
                 code = 128
@@ -153,6 +152,10 @@ class Container:
                         "finishedAt": now_rfc3339(),
                     }
                 }
+            except Exception as exc:  # apiserver unreachable, disk full, ...: retried, never fatal
+                log.exception("container %s could not be created", self.name)
+                await self._retry_creation("CreateContainerError", f"{type(exc).__name__}: {exc}")
+                continue
             else:
                 self._env = launch.env
                 code = await self._supervise(self.process, started_at)
@@ -171,6 +174,11 @@ class Container:
                     return code
             self.restart_count += 1
         return code
+
+    async def _retry_creation(self, reason: str, message: str) -> None:
+        self._set({"waiting": {"reason": reason, "message": message}})
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), 2.0)
 
     def _should_restart(self, code: int) -> bool:
         policy = self.restart_policy

@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pyctrl.envtest.node.addresses import HOST_IP, AddressPool
 from pyctrl.envtest.node.container import Backoff, Container
@@ -139,13 +140,14 @@ class PodWorker:
         return float(self.pod["spec"].get("terminationGracePeriodSeconds", 30))
 
     async def launch_for(self, spec: Mapping[str, Any]) -> Launch:
-        port = self.ctx.kube.host.rsplit(":", 1)[-1]
+        server = urlsplit(self.ctx.kube.host)
+        port = str(server.port or 443)
         hostname = (self.pod["spec"].get("hostname") or self.name)[:63]
         base = {
             "PATH": DEFAULT_PATH,
             "HOSTNAME": hostname,
             "HOME": "/root",
-            "KUBERNETES_SERVICE_HOST": HOST_IP,
+            "KUBERNETES_SERVICE_HOST": server.hostname or HOST_IP,
             "KUBERNETES_SERVICE_PORT": port,
             "KUBERNETES_SERVICE_PORT_HTTPS": port,
         }

@@ -135,6 +135,13 @@ class Cache:
         self._started = False
 
     # -- lifecycle ------------------------------------------------------------------------------
+    async def __aenter__(self) -> Cache:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
     @property
     def started(self) -> bool:
         return self._started

@@ -228,6 +228,13 @@ class Informer:
         self.store.add_index(name, func)
 
     # -- lifecycle ------------------------------------------------------------------------------
+    async def __aenter__(self) -> Informer:
+        self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
     @property
     def running(self) -> bool:
         return bool(self._tasks)

@@ -30,7 +30,7 @@ import enum
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,7 +153,7 @@ class Watcher:
         self._continue: str | None = None
         self._stream: AsyncIterator[RawEvent] | None = None
 
-    async def events(self) -> AsyncIterator[WatcherEvent]:
+    async def events(self) -> AsyncGenerator[WatcherEvent, None]:
         """The event stream; never ends on its own. Iterating again after a stop resumes: a watch
         from the last resourceVersion, or a fresh list if the stop came mid-list."""
         if self.state is WatcherState.WATCHING:

@@ -1,0 +1,194 @@
+"""pyctrl.cache.watcher: the list/watch state machine, driven by a scripted ListerWatcher."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+
+import pytest
+
+from pyctrl.cache.watcher import Apply, Backoff, Delete, Init, InitDone, InitPage, Watcher, WatcherEvent
+from pyctrl.client import Expired, Gone, Invalid, TransportError
+from pyctrl.client.watch import RawEvent, RawList
+from tests.cache.scripted import ScriptedLW, bookmark, obj
+
+
+def status(reason: str, code: int) -> dict[str, object]:
+    return {"kind": "Status", "reason": reason, "code": code, "message": reason}
+
+
+def fast_backoff() -> Backoff:
+    return Backoff(initial=0.001, cap=0.002, jitter=0.0)
+
+
+async def take(events: AsyncGenerator[WatcherEvent, None], n: int) -> list[WatcherEvent]:
+    out = []
+    async with asyncio.timeout(5):
+        for _ in range(n):
+            out.append(await anext(events))
+    return out
+
+
+def paged(lw: ScriptedLW, **kwargs: object) -> Watcher:
+    return Watcher(lw, watch_list=False, backoff=fast_backoff(), **kwargs)  # type: ignore[arg-type]
+
+
+async def test_the_first_list_reads_resource_version_0_in_pages_then_watches_from_it() -> None:
+    lw = ScriptedLW()
+    lw.lists.extend(
+        [RawList([obj("a", "5"), obj("b", "6")], "10", "tok"), RawList([obj("c", "7")], "11", None)]
+    )
+    lw.watches.append([RawEvent("ADDED", obj("d", "12"))])
+    events = paged(lw, page_size=2).events()
+    got = await take(events, 5)
+    assert got[0] == Init()
+    assert [len(e.items) for e in got[1:3] if isinstance(e, InitPage)] == [2, 1]
+    assert got[3] == InitDone("11")
+    assert got[4] == Apply(obj("d", "12"))
+    assert lw.calls == [("list", "0", 2, None), ("list", "0", 2, "tok"), ("watch", "11", False)]
+    await events.aclose()
+
+
+async def test_a_410_during_the_watch_relists_with_an_empty_resource_version() -> None:
+    lw = ScriptedLW()
+    lw.lists.extend([RawList([obj("a", "5")], "10", None), RawList([obj("b", "20")], "21", None)])
+    lw.watches.append([Gone(status("Expired", 410))])
+    events = paged(lw).events()
+    got = await take(events, 6)
+    assert got[3:] == [Init(), InitPage([obj("b", "20")]), InitDone("21")]
+    assert [c for c in lw.calls if c[0] == "list"] == [("list", "0", 500, None), ("list", "", 500, None)]
+    await events.aclose()
+
+
+async def test_a_watch_that_ends_is_reopened_from_the_last_resource_version_seen() -> None:
+    lw = ScriptedLW()
+    lw.lists.append(RawList([], "10", None))
+    lw.watches.extend(
+        [[RawEvent("MODIFIED", obj("a", "12")), bookmark("15")], [RawEvent("DELETED", obj("a", "16"))]]
+    )
+    events = paged(lw).events()
+    got = await take(events, 5)
+    assert got[3:] == [Apply(obj("a", "12")), Delete(obj("a", "16"))]
+    assert [c for c in lw.calls if c[0] == "watch"] == [("watch", "10", False), ("watch", "15", False)]
+    await events.aclose()
+
+
+async def test_bookmarks_only_advance_the_resource_version() -> None:
+    lw = ScriptedLW()
+    lw.lists.append(RawList([], "10", None))
+    lw.watches.extend([[bookmark("11"), bookmark("12"), RawEvent("ADDED", obj("a", "13"))]])
+    watcher = paged(lw)
+    events = watcher.events()
+    got = await take(events, 4)
+    assert got[3] == Apply(obj("a", "13"))
+    assert watcher.resource_version == "13"
+    await events.aclose()
+
+
+async def test_a_broken_watch_backs_off_and_resumes_from_the_last_resource_version_without_relisting() -> (
+    None
+):
+    lw = ScriptedLW()
+    lw.lists.append(RawList([], "10", None))
+    lw.watches.extend(
+        [[RawEvent("ADDED", obj("a", "12")), TransportError("reset")], [RawEvent("ADDED", obj("b", "13"))]]
+    )
+    events = paged(lw).events()
+    got = await take(events, 5)
+    assert got[3:] == [Apply(obj("a", "12")), Apply(obj("b", "13"))]
+    assert [c[0] for c in lw.calls] == ["list", "watch", "watch"]
+    assert lw.calls[2] == ("watch", "12", False)
+    await events.aclose()
+
+
+async def test_an_expired_continue_token_restarts_the_list_as_a_consistent_read() -> None:
+    lw = ScriptedLW()
+    lw.lists.extend(
+        [
+            RawList([obj("a", "5")], "10", "tok"),
+            Expired(status("Expired", 410)),
+            RawList([obj("a", "5")], "12", None),
+        ]
+    )
+    events = paged(lw).events()
+    got = await take(events, 5)
+    assert got == [Init(), InitPage([obj("a", "5")]), Init(), InitPage([obj("a", "5")]), InitDone("12")]
+    assert [c[1] for c in lw.calls if c[0] == "list"] == ["0", "0", ""]
+    await events.aclose()
+
+
+async def test_the_streaming_list_ends_at_the_initial_events_end_bookmark_and_keeps_watching() -> None:
+    lw = ScriptedLW()
+    lw.watches.append(
+        [
+            RawEvent("ADDED", obj("a", "5")),
+            RawEvent("ADDED", obj("b", "6")),
+            bookmark("20", end=True),
+            RawEvent("MODIFIED", obj("a", "21")),
+        ]
+    )
+    watcher = Watcher(lw, backoff=fast_backoff())
+    events = watcher.events()
+    got = await take(events, 4)
+    assert got == [Init(), InitPage([obj("a", "5"), obj("b", "6")]), InitDone("20"), Apply(obj("a", "21"))]
+    assert lw.calls == [("watch", "", True)]
+    await events.aclose()
+
+
+async def test_a_rejected_streaming_list_falls_back_to_paged_lists_for_good() -> None:
+    lw = ScriptedLW()
+    lw.watches.append([Invalid(status("Invalid", 422))])
+    lw.lists.extend([RawList([obj("a", "5")], "10", None)])
+    watcher = Watcher(lw, backoff=fast_backoff())
+    events = watcher.events()
+    got = await take(events, 4)
+    assert got[1:] == [Init(), InitPage([obj("a", "5")]), InitDone("10")]
+    assert watcher.watch_list is False
+    assert lw.calls[:2] == [("watch", "", True), ("list", "0", 500, None)]
+    await events.aclose()
+
+
+async def test_iterating_again_after_a_stop_resumes_the_watch_from_the_last_resource_version() -> None:
+    lw = ScriptedLW()
+    lw.lists.append(RawList([], "10", None))
+    lw.watches.extend([[RawEvent("ADDED", obj("a", "12"))], [RawEvent("ADDED", obj("b", "14"))]])
+    watcher = paged(lw)
+    first = watcher.events()
+    await take(first, 4)
+    await first.aclose()
+    second = watcher.events()
+    assert await take(second, 1) == [Apply(obj("b", "14"))]
+    assert lw.calls[-1] == ("watch", "12", False)
+    await second.aclose()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_backoff_starts_at_0_8_s_doubles_to_a_30_s_cap() -> None:
+    clock = Clock()
+    backoff = Backoff(clock=clock, rand=lambda: 0.0)
+    delays = []
+    for _ in range(8):
+        delays.append(backoff.next_delay())
+        clock.now += 1
+    assert delays == [0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30.0, 30.0]
+
+
+def test_backoff_jitter_adds_up_to_the_delay_again() -> None:
+    backoff = Backoff(clock=Clock(), rand=lambda: 0.5)
+    assert backoff.next_delay() == pytest.approx(0.8 * 1.5)
+
+
+def test_backoff_resets_after_two_healthy_minutes() -> None:
+    clock = Clock()
+    backoff = Backoff(clock=clock, rand=lambda: 0.0)
+    backoff.next_delay()
+    backoff.next_delay()
+    clock.now += 121
+    assert backoff.next_delay() == 0.8

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.operator.conftest import Cluster, RunningOperator, eventually
+from tests.operator.conftest import Cluster, OperatorFactory, RunningOperator, eventually
 
 pytestmark = pytest.mark.controlplane
 
@@ -154,3 +154,210 @@ async def _server_info(c: Cluster, pod: str) -> dict[str, str]:
         return dict(await client.info("server"))
     finally:
         await client.aclose()
+
+
+def _scale(c: Cluster, replicas: int) -> None:
+    c.envtest.http.request(
+        "PATCH",
+        f"{c.base}/{c.name}/scale",
+        {"spec": {"replicas": replicas}},
+        content_type="application/merge-patch+json",
+    )
+
+
+async def test_scaling_through_the_scale_subresource_keeps_the_master_and_the_data(
+    operator: RunningOperator, cluster_factory: Callable[[str], Cluster]
+) -> None:
+    c = cluster_factory("scale")
+    c.create(replicas=3, downAfterMilliseconds=2000)
+    await eventually("Running with 3", lambda: c.ready(3), 90)
+    master = c.status()["currentMaster"]
+    client = await c.redis(master)
+    await client.set("kept", "yes")
+    await client.wait(2, 2000)
+    await client.aclose()
+    _scale(c, 5)
+    await eventually("Running with 5", lambda: c.ready(5), 90)
+    assert c.status()["currentMaster"] == master
+    _scale(c, 2)
+    await eventually("Running with 2", lambda: c.ready(2), 90)
+    await eventually("the scaled-in pods gone", lambda: _true(sorted(c.pods()) == ["scale-0", "scale-1"]), 60)
+    assert c.status()["currentMaster"] == master
+    scale = c.envtest.http.get(f"{c.base}/{c.name}/scale")
+    assert (scale["spec"]["replicas"], scale["status"]["replicas"]) == (2, 2)
+    for pod in c.pods():
+        reader = await c.redis(pod)
+        assert await reader.get("kept") == "yes"
+        await reader.aclose()
+
+
+async def test_scale_in_hands_the_master_over_before_removing_its_pod(
+    operator: RunningOperator, cluster_factory: Callable[[str], Cluster]
+) -> None:
+    c = cluster_factory("handover")
+    c.create(replicas=3, downAfterMilliseconds=1500)
+    await eventually("Running", lambda: c.ready(3), 90)
+    first, epoch = c.status()["currentMaster"], c.status()["masterEpoch"]
+    client = await c.redis(first)
+    await client.set("kept", "yes")
+    await client.wait(2, 2000)
+    with contextlib.suppress(Exception):
+        await client.execute_command("SHUTDOWN", "NOSAVE")  # type: ignore[no-untyped-call]
+    await client.aclose()
+    await eventually("a failover", lambda: _true(c.status().get("masterEpoch", 0) > epoch), 60)
+    await eventually("Running again", lambda: c.ready(3), 90)
+    assert c.status()["currentMaster"] != "handover-0"  # the old master is never the candidate
+    _scale(c, 1)
+    await eventually("Running with one pod", lambda: c.ready(1), 120)
+    await eventually("only pod 0 left", lambda: _true(sorted(c.pods()) == ["handover-0"]), 60)
+    assert c.status()["currentMaster"] == "handover-0"
+    reader = await c.redis("handover-0")
+    assert await reader.get("kept") == "yes"
+    assert (await reader.info("replication"))["role"] == "master"
+    await reader.aclose()
+
+
+async def test_deleting_a_persistent_cluster_snapshots_then_garbage_collects_everything(
+    operator: RunningOperator, cluster_factory: Callable[[str], Cluster]
+) -> None:
+    c = cluster_factory("gone")
+    c.create(replicas=2, enablePersistence=True, storageSize="64Mi", downAfterMilliseconds=2000)
+    await eventually("Running", lambda: c.ready(2), 120)
+    assert c.get()["metadata"]["finalizers"] == ["redis.pyctrl.dev/finalizer"]
+    client = await c.redis(c.status()["currentMaster"])
+    await client.set("persisted", "1")
+    await client.aclose()
+    c.envtest.http.request("DELETE", f"{c.base}/{c.name}")
+
+    async def gone() -> bool:
+        try:
+            c.get()
+        except Exception as exc:
+            return "404" in str(exc)
+        return False
+
+    await eventually("the RedisCluster to be gone", gone, 90)
+    events = c.envtest.http.get(f"/api/v1/namespaces/{c.namespace}/events")["items"]
+    reasons = {e["reason"] for e in events if e["involvedObject"].get("name") == c.name}
+    assert "SnapshotTaken" in reasons
+    ns = c.namespace
+
+    async def children_gone() -> bool:
+        sts = c.envtest.http.get(f"/apis/apps/v1/namespaces/{ns}/statefulsets")["items"]
+        cms = c.envtest.http.get(
+            f"/api/v1/namespaces/{ns}/configmaps?labelSelector=app.kubernetes.io/instance%3Dgone"
+        )
+        return not sts and not cms["items"] and not c.pods()
+
+    await eventually("children garbage-collected", children_gone, 90)
+
+
+async def test_an_operator_restarted_mid_failover_converges_on_the_recorded_master(
+    start_operator: OperatorFactory, cluster_factory: Callable[[str], Cluster]
+) -> None:
+    first = await start_operator()
+    c = cluster_factory("resume")
+    c.create(replicas=3, downAfterMilliseconds=2000)
+    await eventually("Running", lambda: c.ready(3), 90)
+    old, epoch = c.status()["currentMaster"], c.status()["masterEpoch"]
+    client = await c.redis(old)
+    await client.set("survives", "yes")
+    await client.wait(2, 2000)
+    await client.aclose()
+    await first.shutdown()
+    # The state a crash right after RecordMaster leaves: the decision is in status, Redis unchanged.
+    target = next(p for p in sorted(c.pods()) if p != old)
+    c.envtest.http.request(
+        "PATCH",
+        f"{c.base}/{c.name}/status",
+        {"status": {"currentMaster": target, "masterEpoch": epoch + 1, "phase": "Failover"}},
+        content_type="application/merge-patch+json",
+    )
+    await start_operator()
+
+    async def converged() -> bool:
+        roles = await c.roles()
+        return await c.ready(3) and roles[target] == "master" and list(roles.values()).count("master") == 1
+
+    await eventually("the recorded master to be the only master", converged, 90)
+    assert c.status()["masterEpoch"] == epoch + 1
+    for pod in c.pods():
+        reader = await c.redis(pod)
+        assert await reader.get("survives") == "yes"
+        await reader.aclose()
+
+
+async def test_a_converged_cluster_reconciles_without_writing(
+    operator: RunningOperator, cluster_factory: Callable[[str], Cluster]
+) -> None:
+    from pyctrl import Request
+    from pyctrl.testing import assert_idempotent
+
+    c = cluster_factory("steady")
+    c.create(replicas=3)
+    await eventually("Running", lambda: c.ready(3), 90)
+    mgr = operator.operator.manager
+    rv = c.get()["metadata"]["resourceVersion"]
+
+    async def cache_caught_up() -> bool:
+        from examples.rediscluster.api import RedisCluster
+
+        cached = await mgr.client.get(RedisCluster, c.name, namespace=c.namespace)
+        return bool(cached.metadata.resource_version == rv)
+
+    await eventually("the cache to hold the converged object", cache_caught_up, 30)
+    await assert_idempotent(operator.operator.reconciler, Request(c.namespace, c.name), mgr.client, n=10)
+
+
+async def test_the_password_comes_from_the_secret_and_appears_nowhere_else(
+    operator: RunningOperator, cluster_factory: Callable[[str], Cluster]
+) -> None:
+    import base64
+    import json
+
+    password = "s3cr3t-Pa55word"
+    c = cluster_factory("auth")
+    c.envtest.http.request(
+        "POST",
+        f"/api/v1/namespaces/{c.namespace}/secrets",
+        {
+            "metadata": {"name": "redis-auth"},
+            "data": {"password": base64.b64encode(password.encode()).decode()},
+        },
+    )
+    c.create(replicas=2, auth={"passwordSecret": {"name": "redis-auth", "key": "password"}})
+    await eventually("Running", lambda: c.ready(2), 90)
+    master = c.status()["currentMaster"]
+    anonymous = await c.redis(master)
+    with pytest.raises(Exception, match=r"NOAUTH|authenticat"):
+        await anonymous.get("x")
+    await anonymous.aclose()
+    ns = c.namespace
+    visible = json.dumps(
+        [
+            c.get(),
+            c.envtest.http.get(f"/api/v1/namespaces/{ns}/configmaps"),
+            c.envtest.http.get(f"/api/v1/namespaces/{ns}/events"),
+            c.envtest.http.get(f"/apis/apps/v1/namespaces/{ns}/statefulsets"),
+            c.pods(),
+        ]
+    )
+    assert password not in visible
+    cmdlines = _redis_cmdlines()
+    assert cmdlines, "no redis-server process found"
+    assert not [c for c in cmdlines if password.encode() in c]
+
+
+def _redis_cmdlines() -> list[bytes]:
+    """The argv of every redis-server process on the machine."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    cmdline = f.read()
+            except OSError:
+                continue
+            if b"redis-server" in cmdline:
+                out.append(cmdline)
+    return out

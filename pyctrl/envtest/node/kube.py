@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 import aiohttp
@@ -112,7 +112,7 @@ class Kube:
     async def patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         return await self.request("PATCH", path, body=body, content_type=MERGE_PATCH)
 
-    async def watch(self, path: str, query: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+    async def watch(self, path: str, query: dict[str, Any]) -> AsyncGenerator[dict[str, Any], None]:
         params = dict(query, watch="true", allowWatchBookmarks="true")
         limit = aiohttp.ClientTimeout(
             total=None, sock_connect=10, sock_read=int(params["timeoutSeconds"]) + 30

@@ -1,0 +1,214 @@
+"""pyctrl.leaderelection: configuration checks and the client-go algorithm, two electors against
+the real apiserver with manual clocks (expiry is judged on the observer's clock)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import re
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pyctrl.client import ApiClient, Lease, load_kubeconfig
+from pyctrl.client.objects import LeaseSpec, ObjectMeta
+from pyctrl.leaderelection import LeaderElectionConfig, LeaderElectionLost, LeaderElector, default_identity
+
+from ._util import eventually
+
+
+def test_defaults_are_controller_runtimes() -> None:
+    cfg = LeaderElectionConfig(name="l", namespace="ns")
+    assert (cfg.lease_duration, cfg.renew_deadline, cfg.retry_period) == (15.0, 10.0, 2.0)
+    assert not cfg.release_on_cancel
+
+
+def test_the_default_identity_is_hostname_underscore_uuid() -> None:
+    assert re.fullmatch(re.escape(socket.gethostname()) + r"_[0-9a-f-]{36}", default_identity())
+    assert default_identity() != default_identity()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"lease_duration": 10, "renew_deadline": 10}, "lease_duration must be greater than renew_deadline"),
+        (
+            {"renew_deadline": 2.4, "retry_period": 2},
+            r"renew_deadline must be greater than retry_period\*1.2",
+        ),
+        (
+            {"lease_duration": 4, "renew_deadline": 3, "retry_period": 0},
+            "retry_period must be greater than zero",
+        ),
+        ({"name": ""}, "lease name and namespace"),
+        ({"namespace": ""}, "lease name and namespace"),
+        ({"identity": ""}, "non-empty identity"),
+    ],
+)
+def test_invalid_configurations_are_rejected_as_client_go_does(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        LeaderElectionConfig(**({"name": "l", "namespace": "ns"} | options))
+
+
+class ManualClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FaultyClient:
+    """Delegates to an ApiClient; ``cut`` makes every call hang (a partition), ``hold_updates``
+    holds updates back until released."""
+
+    def __init__(self, client: ApiClient) -> None:
+        self.client = client
+        self.cut = False
+        self.hold_updates: asyncio.Event | None = None
+        self.updates_held = 0
+
+    async def _pass(self) -> None:
+        if self.cut:
+            await asyncio.Event().wait()
+
+    async def get(self, *args: Any, **kwargs: Any) -> Any:
+        await self._pass()
+        return await self.client.get(*args, **kwargs)
+
+    async def create(self, obj: Any) -> Any:
+        await self._pass()
+        return await self.client.create(obj)
+
+    async def update(self, obj: Any) -> Any:
+        await self._pass()
+        if self.hold_updates is not None:
+            self.updates_held += 1
+            await self.hold_updates.wait()
+        return await self.client.update(obj)
+
+
+@pytest.fixture
+async def api(kubeconfig: Path) -> AsyncIterator[ApiClient]:
+    async with ApiClient(await load_kubeconfig(kubeconfig)) as client:
+        yield client
+
+
+def elector(client: Any, namespace: str, identity: str, clock: Any = None, **options: Any) -> LeaderElector:
+    cfg = LeaderElectionConfig(
+        name="lease", namespace=namespace, identity=identity, lease_duration=4, renew_deadline=3, retry_period=1,
+        **options,
+    )  # fmt: skip
+    return LeaderElector(client, cfg) if clock is None else LeaderElector(client, cfg, clock=clock)
+
+
+async def hold_lease(api: ApiClient, namespace: str, holder: str, renew_time: str) -> Lease:
+    spec = LeaseSpec(
+        holder_identity=holder, lease_duration_seconds=4, renew_time=renew_time, lease_transitions=3
+    )
+    return await api.create(Lease(metadata=ObjectMeta(name="lease", namespace=namespace), spec=spec))
+
+
+async def lease_spec(api: ApiClient, namespace: str) -> LeaseSpec:
+    lease = await api.get(Lease, "lease", namespace=namespace)
+    assert lease.spec is not None
+    return lease.spec
+
+
+@pytest.mark.controlplane
+async def test_a_held_lease_is_taken_only_after_lease_duration_on_the_observers_clock(
+    api: ApiClient, namespace: str
+) -> None:
+    # renewTime far in the past must not matter: only the observer's clock counts (clock skew)
+    await hold_lease(api, namespace, "ghost", "2000-01-01T00:00:00.000000Z")
+    clock = ManualClock()
+    b = elector(api, namespace, "b", clock)
+    assert not await b.try_acquire_or_renew()
+    clock.now += 3.9
+    assert not await b.try_acquire_or_renew()
+    clock.now += 0.2
+    assert await b.try_acquire_or_renew()
+    spec = await lease_spec(api, namespace)
+    assert (spec.holder_identity, spec.lease_transitions, spec.lease_duration_seconds) == ("b", 4, 4)
+
+
+@pytest.mark.controlplane
+async def test_a_renewal_seen_by_the_observer_restarts_its_expiry(api: ApiClient, namespace: str) -> None:
+    held = await hold_lease(api, namespace, "ghost", "2000-01-01T00:00:00.000000Z")
+    clock = ManualClock()
+    b = elector(api, namespace, "b", clock)
+    assert not await b.try_acquire_or_renew()
+    clock.now += 3
+    assert held.spec is not None
+    held.spec.renew_time = "2000-01-01T00:00:03.000000Z"
+    await api.update(held)
+    assert not await b.try_acquire_or_renew()  # observes the change at t+3
+    clock.now += 3.9
+    assert not await b.try_acquire_or_renew()
+    clock.now += 0.2
+    assert await b.try_acquire_or_renew()
+
+
+@pytest.mark.controlplane
+async def test_of_two_candidates_writing_the_same_observed_lease_only_one_wins(
+    api: ApiClient, namespace: str
+) -> None:
+    await hold_lease(api, namespace, "ghost", "2000-01-01T00:00:00.000000Z")
+    clock = ManualClock()
+    slow_client = FaultyClient(api)
+    a, b = elector(api, namespace, "a", clock), elector(slow_client, namespace, "b", clock)
+    assert not await a.try_acquire_or_renew()
+    assert not await b.try_acquire_or_renew()
+    clock.now += 5  # expired for both
+    slow_client.hold_updates = asyncio.Event()
+    b_attempt = asyncio.create_task(b.try_acquire_or_renew())  # reads the lease, then is held back
+    await eventually(lambda: slow_client.updates_held == 1, what="b read the lease and tries to write")
+    assert await a.try_acquire_or_renew()
+    slow_client.hold_updates.set()
+    assert not await b_attempt  # its update carried a stale resourceVersion: Conflict
+    assert (await lease_spec(api, namespace)).holder_identity == "a"
+
+
+@pytest.mark.controlplane
+async def test_release_on_cancel_empties_the_holder_so_a_standby_takes_over_at_once(
+    api: ApiClient, namespace: str
+) -> None:
+    a = elector(api, namespace, "a", release_on_cancel=True)
+    stop = asyncio.Event()
+    run = asyncio.create_task(a.run(stop))
+    await asyncio.wait_for(a.elected.wait(), 30)
+    clock = ManualClock()
+    b = elector(api, namespace, "b", clock)
+    assert not await b.try_acquire_or_renew()
+    stop.set()
+    await asyncio.wait_for(run, 30)
+    assert not a.is_leader()
+    spec = await lease_spec(api, namespace)
+    assert (spec.holder_identity or "", spec.lease_duration_seconds) == ("", 1)
+    assert await b.try_acquire_or_renew()  # no time passed on b's clock
+
+
+@pytest.mark.controlplane
+async def test_a_leader_that_cannot_renew_gives_up_before_its_lease_expires(
+    api: ApiClient, namespace: str
+) -> None:
+    client = FaultyClient(api)
+    a = elector(client, namespace, "a")
+    run = asyncio.create_task(a.run(asyncio.Event()))
+    await asyncio.wait_for(a.elected.wait(), 30)
+    await eventually(lambda: _renewed(api, namespace), 10, what="a renewal")
+    client.cut = True
+    with pytest.raises(LeaderElectionLost, match="no renewal for 3"):
+        await asyncio.wait_for(run, 30)
+    lost_at = datetime.datetime.now(datetime.UTC)
+    assert not a.is_leader()
+    last_renew = datetime.datetime.fromisoformat((await lease_spec(api, namespace)).renew_time or "")
+    assert (lost_at - last_renew).total_seconds() < 4  # the lease was still valid when it gave up
+
+
+async def _renewed(api: ApiClient, namespace: str) -> bool:
+    spec = await lease_spec(api, namespace)
+    return spec.renew_time != spec.acquire_time

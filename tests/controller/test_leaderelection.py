@@ -98,10 +98,8 @@ async def api(kubeconfig: Path) -> AsyncIterator[ApiClient]:
 
 
 def elector(client: Any, namespace: str, identity: str, clock: Any = None, **options: Any) -> LeaderElector:
-    cfg = LeaderElectionConfig(
-        name="lease", namespace=namespace, identity=identity, lease_duration=4, renew_deadline=3, retry_period=1,
-        **options,
-    )  # fmt: skip
+    timings: dict[str, Any] = {"lease_duration": 4, "renew_deadline": 3, "retry_period": 1}
+    cfg = LeaderElectionConfig(name="lease", namespace=namespace, identity=identity, **timings, **options)
     return LeaderElector(client, cfg) if clock is None else LeaderElector(client, cfg, clock=clock)
 
 

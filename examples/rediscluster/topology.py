@@ -288,14 +288,19 @@ def _serving_key(n: NodeObservation) -> tuple[int, int, int]:
 def bootstrap(observations: Iterable[NodeObservation]) -> str | None:
     """The first master of a cluster without a recorded one.
 
-    A reachable master that already serves data (keys or connected replicas) is adopted, so losing
-    status never wipes a dataset; otherwise the pod with ordinal 0. None while that pod is not
-    reachable (or is loading).
+    Losing status must never wipe a dataset: when some reachable node holds keys, a master among
+    them is adopted (most replicas, most keys), else the best-ranked replica among them. Only a
+    cluster without data starts from the pod with ordinal 0. None while a pod is loading its
+    dataset (it may hold the data) or when no such pod answers.
     """
-    nodes = [n for n in _index(observations).values() if n.reachable and n.redis and not n.redis.loading]
-    serving = [n for n in nodes if _serving(n)]
-    if serving:
-        return min(serving, key=_serving_key).pod
+    nodes = [n for n in _index(observations).values() if n.reachable and n.redis]
+    if any(n.redis and n.redis.loading for n in nodes):
+        return None
+    holders = [n for n in nodes if n.redis and n.redis.keys]
+    if masters := [n for n in holders if n.role is Role.MASTER]:
+        return min(masters, key=_serving_key).pod
+    if holders:  # a terminating holder only when no other holds data: better than wiping it
+        return min(holders, key=lambda n: (n.terminating, *_rank(n))).pod
     return next((n.pod for n in nodes if n.ordinal == 0), None)
 
 
@@ -360,26 +365,37 @@ def choose_failover_candidate(
     return min(chosen, key=_rank)
 
 
-def _converge(nodes: dict[str, NodeObservation], master: str, epoch: int | None) -> Plan:
+def _converge(
+    nodes: dict[str, NodeObservation],
+    master: str,
+    epoch: int | None,
+    handover_from: NodeObservation | None = None,
+) -> Plan:
     """Actions that make ``master`` the only master and every other reachable node its replica.
 
     ``epoch`` (a new decision) puts ``RecordMaster`` first. Labels leave the other pods before any
     Redis command, so no Service selects two masters; the master label comes last, after Promote.
+    With ``handover_from`` the master is made by ``Switchover`` instead: that master's replicas
+    follow through the handover, and the master label waits for the next plan (FAILOVER is async).
     """
     m = nodes[master]
     actions: list[Action] = [RecordMaster(master, epoch)] if epoch is not None else []
     others = [n for n in nodes.values() if n.pod != master]
     actions += [SetLabel(n.pod, Role.REPLICA) for n in others if n.label != Role.REPLICA]
-    if m.role is not Role.MASTER:
+    if handover_from is not None:
+        actions.append(Switchover(handover_from.pod, master))
+    elif m.role is not Role.MASTER:
         actions.append(Promote(master))
     for n in others:
         if not n.reachable or n.redis is None or n.redis.loading:
+            continue
+        if handover_from is not None and (n is handover_from or n.follows(handover_from)):
             continue
         if _serving(n):
             actions.append(Demote(n.pod, master))
         elif n.role is Role.MASTER or not n.follows(m):
             actions.append(ReplicaOf(n.pod, master))
-    if m.label != Role.MASTER:
+    if m.label != Role.MASTER and handover_from is None:
         actions.append(SetLabel(master, Role.MASTER))
     return Plan(tuple(actions))
 
@@ -395,10 +411,7 @@ def _resume(nodes: dict[str, NodeObservation], target: NodeObservation, epoch: i
         return _converge(nodes, target.pod, epoch)
     if old.redis.failover_state != "no-failover":
         return _wait(f"switchover {old.pod} -> {target.pod} in progress ({old.redis.failover_state})")
-    actions: list[Action] = [RecordMaster(target.pod, epoch)] if epoch is not None else []
-    if old.label != Role.REPLICA:
-        actions.append(SetLabel(old.pod, Role.REPLICA))
-    return Plan((*actions, Switchover(old.pod, target.pod)))
+    return _converge(nodes, target.pod, epoch, handover_from=old)
 
 
 def _wait(reason: str) -> Plan:
@@ -449,7 +462,7 @@ def plan(
     if name is None:
         first = bootstrap(nodes.values())
         if first is None:
-            return _wait("bootstrap: waiting for pod ordinal 0 to answer")
+            return _wait("bootstrap: waiting for pod ordinal 0 to answer and every pod to load its data")
         return _converge(nodes, first, recorded.master_epoch + 1)
     master = nodes.get(name)
     m = master.redis if master is not None and master.reachable else None

@@ -314,3 +314,26 @@ def test_a_promoted_replica_is_not_mistaken_for_an_empty_restart() -> None:
     new_master = master(1, keys=0, replid=OTHER_REPLID, replid2=REPLID)
     observed = [replica(0, 1, replid=REPLID, keys=3), new_master]
     assert not is_empty_restart(new_master, observed)
+
+
+def test_bootstrap_without_status_promotes_a_replica_that_holds_data_not_an_empty_pod_0() -> None:
+    observed = [
+        fresh(0),
+        replica(1, 0, offset=900, link_up=False, down_since=9),
+        replica(2, 0, link_up=False),
+    ]
+    p = plan(observed, ClusterState(), POLICY)
+    assert p.actions[:3] == (RecordMaster("rc-2", 1), SetLabel("rc-0", R), SetLabel("rc-1", R))
+    assert Promote("rc-2") in p.actions
+    assert not [a for a in p.actions if isinstance(a, ReplicaOf | Demote) and a.master == "rc-0"]
+
+
+def test_a_handover_also_fences_a_stray_master_and_keeps_the_old_masters_replicas() -> None:
+    observed = [master(0), replica(1, 0), replica(2, 0), master(3, keys=4, label="master")]
+    p = plan(observed, ClusterState("rc-2", 2), POLICY)
+    assert p.actions == (
+        SetLabel("rc-0", R),
+        SetLabel("rc-3", R),
+        Switchover("rc-0", "rc-2"),
+        Demote("rc-3", "rc-2"),
+    )

@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import time
 from collections.abc import AsyncGenerator, AsyncIterator
+from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp import web
 from kubernetes_asyncio.client import ApiClient, Configuration
 
 from pyctrl.envtest.node.kube import ApiError, Informer, Kube
+from tests.node.helpers import read
 
 
 def obj(uid: str, version: str, value: str = "") -> dict[str, Any]:
@@ -148,3 +153,32 @@ async def test_a_watch_error_event_is_raised_as_an_api_error_with_its_code(fake_
         await consume()
     assert seen == ["x"]
     assert (gone.value.status, gone.value.reason) == (410, "Expired")
+
+
+def rewrite(path: Path, text: str) -> None:
+    """Write ``text``; the modification time differs from the previous one even on coarse clocks."""
+    before = path.stat().st_mtime if path.exists() else 0.0
+    path.write_text(text)
+    if path.stat().st_mtime == before:
+        os.utime(path, (before + 1, before + 1))
+
+
+@pytest.mark.controlplane
+async def test_a_changed_kubeconfig_is_reloaded_after_a_connection_error(
+    kubeconfig: Path, tmp_path: Path
+) -> None:
+    good = read(kubeconfig)
+    server = next(line.split()[-1] for line in good.splitlines() if "server:" in line)
+    moved = tmp_path / "kubeconfig"
+    rewrite(moved, good.replace(server, "https://127.0.0.1:9"))  # nothing listens there
+    kube = await Kube.from_kubeconfig(str(moved))
+    try:
+        with pytest.raises(aiohttp.ClientConnectionError):
+            await kube.get("/version")
+        assert not await kube.reload_if_changed()  # unchanged file: nothing to do
+        rewrite(moved, good)
+        assert await kube.reload_if_changed()
+        assert kube.host == server
+        assert (await kube.get("/version"))["gitVersion"].startswith("v1.")
+    finally:
+        await kube.close()

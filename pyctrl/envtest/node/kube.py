@@ -9,6 +9,8 @@ Guarantees:
   ``aiohttp.ClientError``;
 - ``watch`` yields each event (``{"type", "object"}``) of one watch request until the server ends it;
   an ``ERROR`` event is raised as ``ApiError`` with its code (410 when the resourceVersion is too old);
+- after a connection error the kubeconfig file is re-read if it changed since it was loaded (an
+  apiserver restarted on another port), so the node follows the control plane;
 - ``Informer`` (client-go ``Reflector`` + store, trimmed): list, then watch from the list's
   resourceVersion with bookmarks; re-watch from the last seen version when a watch ends; re-list
   on 410 Gone; back off 0.8 s doubling to 30 s on errors. The handler sees every change as
@@ -20,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
@@ -40,19 +43,39 @@ class ApiError(Exception):
 
 
 class Kube:
-    def __init__(self, api_client: Any) -> None:
+    def __init__(self, api_client: Any, kubeconfig: str | None = None) -> None:
         self._api = api_client
+        self._kubeconfig = kubeconfig
+        self._loaded = _mtime(kubeconfig)
+        self._retired: list[Any] = []
 
     @classmethod
     async def from_kubeconfig(cls, path: str) -> Kube:
-        return cls(await new_client_from_config(config_file=path, persist_config=False))
+        return cls(await new_client_from_config(config_file=path, persist_config=False), path)
 
     @property
     def host(self) -> str:
         return str(self._api.configuration.host)
 
+    async def reload_if_changed(self) -> bool:
+        """Switch to the kubeconfig's current contents if the file changed (say, the apiserver
+        moved to another port); called after connection errors. True when it reloaded."""
+        if self._kubeconfig is None or (mtime := _mtime(self._kubeconfig)) == self._loaded:
+            return False
+        try:
+            api = await new_client_from_config(config_file=self._kubeconfig, persist_config=False)
+        except Exception as exc:  # half-written file: keep the old client, try again next time
+            log.warning("reloading kubeconfig %s failed: %s", self._kubeconfig, exc)
+            return False
+        self._loaded = mtime
+        self._retired.append(self._api)  # requests in flight keep it; closed in close()
+        self._api = api
+        log.info("kubeconfig %s changed; now talking to %s", self._kubeconfig, self.host)
+        return True
+
     async def close(self) -> None:
-        await self._api.close()
+        for api in [*self._retired, self._api]:
+            await api.close()
 
     async def _send(
         self,
@@ -139,6 +162,13 @@ class Kube:
             resp.release()
 
 
+def _mtime(path: str | None) -> float:
+    try:
+        return os.stat(path).st_mtime if path else 0.0
+    except OSError:
+        return 0.0
+
+
 Handler = Callable[[dict[str, Any] | None, dict[str, Any] | None], None]
 
 
@@ -202,6 +232,9 @@ class Informer:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)
             except (OSError, aiohttp.ClientError, TimeoutError, ValueError) as exc:
+                if await self.kube.reload_if_changed():
+                    delay = 0.8
+                    continue
                 log.warning("watch %s: %s; retrying in %.1fs", self.path, exc or type(exc).__name__, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)

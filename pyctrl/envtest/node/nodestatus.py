@@ -189,3 +189,4 @@ class NodeStatus:
                     await self.set_ready(True)
             except (ApiError, OSError, TimeoutError) as exc:
                 log.warning("node heartbeat failed: %s", exc)
+                await self.kube.reload_if_changed()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 from typing import Any

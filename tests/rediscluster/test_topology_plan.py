@@ -323,9 +323,19 @@ def test_bootstrap_without_status_promotes_a_replica_that_holds_data_not_an_empt
         replica(2, 0, link_up=False),
     ]
     p = plan(observed, ClusterState(), POLICY)
-    assert p.actions[:3] == (RecordMaster("rc-2", 1), SetLabel("rc-0", R), SetLabel("rc-1", R))
-    assert Promote("rc-2") in p.actions
-    assert not [a for a in p.actions if isinstance(a, ReplicaOf | Demote) and a.master == "rc-0"]
+    assert p.actions == (
+        RecordMaster("rc-2", 1),
+        SetLabel("rc-0", R),
+        Promote("rc-2"),
+        ReplicaOf("rc-0", "rc-2"),
+        ReplicaOf("rc-1", "rc-2"),
+        SetLabel("rc-2", M),
+    )
+
+
+def test_bootstrap_waits_while_a_pod_loads_its_dataset() -> None:
+    observed = [fresh(0), replica(1, 0, loading=True), replica(2, 0, keys=0)]
+    assert "load" in only_wait(plan(observed, ClusterState(), POLICY))
 
 
 def test_a_handover_also_fences_a_stray_master_and_keeps_the_old_masters_replicas() -> None:

@@ -84,10 +84,6 @@ class BgsaveStatus:
     last_save_time: int  # unix seconds of the last successful save
     changes_since_last_save: int
 
-    def finished_since(self, started_after: int) -> bool:
-        """A save that began at or after ``started_after`` (unix seconds, from LASTSAVE) completed."""
-        return not self.in_progress and self.last_save_time >= started_after
-
 
 def _scrub(text: str, password: str | None) -> str:
     return text.replace(password, "***") if password else text
@@ -131,8 +127,6 @@ async def _call(
         retry=Retry(NoBackoff(), 0),
         decode_responses=True,
         single_connection_client=True,
-        lib_name=None,
-        lib_version=None,
     )
     client.set_response_callback("INFO", lambda response, **_: response)
     replies: list[Any] = []

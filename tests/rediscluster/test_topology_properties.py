@@ -90,7 +90,7 @@ def serving_masters(observed: list[NodeObservation]) -> set[str]:
     }
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(scenario())
 def test_plans_are_deterministic_and_order_independent(
     case: tuple[list[NodeObservation], ClusterState, float],
@@ -101,7 +101,7 @@ def test_plans_are_deterministic_and_order_independent(
     assert plan(list(reversed(observed)), recorded, POLICY, master_unhealthy_for=unhealthy) == p
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(scenario())
 def test_plan_shape(case: tuple[list[NodeObservation], ClusterState, float]) -> None:
     """Wait stands alone; RecordMaster comes first, bumps the epoch by one and names the new master."""
@@ -117,7 +117,7 @@ def test_plan_shape(case: tuple[list[NodeObservation], ClusterState, float]) -> 
         assert promoted(p) in ([], [records[0].pod])
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(scenario())
 def test_a_plan_never_leaves_two_masters(case: tuple[list[NodeObservation], ClusterState, float]) -> None:
     observed, recorded, unhealthy = case
@@ -130,7 +130,7 @@ def test_a_plan_never_leaves_two_masters(case: tuple[list[NodeObservation], Clus
     assert {n.pod for n in after if n.label == "master"} <= {now.current_master}
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(scenario())
 def test_no_failover_while_the_recorded_master_serves(
     case: tuple[list[NodeObservation], ClusterState, float],
@@ -148,7 +148,7 @@ def test_no_failover_while_the_recorded_master_serves(
         assert not [a for a in p.actions if isinstance(a, RecordMaster | Promote | Switchover)]
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(scenario())
 def test_nobody_is_pointed_at_an_empty_restarted_master(
     case: tuple[list[NodeObservation], ClusterState, float],
@@ -160,7 +160,7 @@ def test_nobody_is_pointed_at_an_empty_restarted_master(
     assert not set(promoted(p)) & empty
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(scenario())
 def test_planning_reaches_a_fixpoint(case: tuple[list[NodeObservation], ClusterState, float]) -> None:
     """Carrying plans out converges within four rounds (or stops at a Wait), and stays converged.

@@ -1,0 +1,86 @@
+"""Async test helpers: poll with a deadline, observe servers as pods, carry out plans.
+
+``execute`` does what the operator's reconcile does with a plan (RecordMaster, then Redis admin
+calls in order, stopping at Wait), minus Kubernetes: labels land in a dict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+from examples.rediscluster import redis_admin
+from examples.rediscluster.topology import (
+    ClusterState,
+    Demote,
+    NodeObservation,
+    Plan,
+    Promote,
+    RecordMaster,
+    ReplicaOf,
+    SetLabel,
+    Switchover,
+    Wait,
+)
+from tests.rediscluster._servers import RedisServer
+
+
+async def eventually(
+    what: str, check: Callable[[], Awaitable[bool]], *, within: float = 10.0, interval: float = 0.05
+) -> float:
+    """Await ``check()`` until it is True; return the seconds it took; fail after ``within`` s."""
+    start = time.monotonic()
+    while not await check():
+        if time.monotonic() - start > within:
+            raise AssertionError(f"timed out after {within:g}s waiting for {what}")
+        await asyncio.sleep(interval)
+    return time.monotonic() - start
+
+
+def pod_name(i: int) -> str:
+    return f"rc-{i}"
+
+
+async def observe_all(servers: Sequence[RedisServer], labels: dict[str, str]) -> list[NodeObservation]:
+    """Each server as pod ``rc-<i>``; its pod is Ready while Redis answers."""
+
+    async def one(i: int, s: RedisServer) -> NodeObservation:
+        try:
+            facts = await redis_admin.observe(s.host, s.port, s.password, io_timeout=0.5)
+        except redis_admin.RedisUnavailable:
+            facts = None
+        name = pod_name(i)
+        return NodeObservation(name, i, s.host, s.port, facts is not None, labels.get(name), redis=facts)
+
+    return list(await asyncio.gather(*(one(i, s) for i, s in enumerate(servers))))
+
+
+async def execute(
+    p: Plan, servers: Sequence[RedisServer], recorded: ClusterState, labels: dict[str, str]
+) -> ClusterState:
+    """Carry ``p`` out against the servers; return the recorded state after it."""
+    by_pod = {pod_name(i): s for i, s in enumerate(servers)}
+    for action in p.actions:
+        match action:
+            case RecordMaster(pod=pod, epoch=epoch):
+                recorded = ClusterState(pod, epoch)
+            case Promote(pod=pod):
+                s = by_pod[pod]
+                await redis_admin.promote(s.host, s.port, s.password)
+            case ReplicaOf(pod=pod, master=master) | Demote(pod=pod, master=master):
+                s, m = by_pod[pod], by_pod[master]
+                await redis_admin.replica_of(s.host, s.port, m.host, m.port, s.password)
+            case Switchover(pod=pod, to=to):
+                s, t = by_pod[pod], by_pod[to]
+                await redis_admin.failover_to(s.host, s.port, t.host, t.port, s.password)
+            case SetLabel(pod=pod, role=role):
+                labels[pod] = role.value
+            case Wait():
+                break
+    return recorded
+
+
+async def link_up(server: RedisServer) -> bool:
+    facts = await redis_admin.observe(server.host, server.port, server.password)
+    return facts.master_link_up

@@ -1,0 +1,218 @@
+"""redis_admin against real redis-server processes (plus INFO parsing on captured text)."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+
+from examples.rediscluster import redis_admin
+from examples.rediscluster.redis_admin import RedisCommandError, RedisUnavailable
+from examples.rediscluster.topology import Role
+from tests.rediscluster._harness import eventually, link_up
+from tests.rediscluster._servers import RedisServer, RedisServers, free_port
+
+SECRET = "s3cr3t-Pa55word-xyz"
+
+
+async def replicate(replica: RedisServer, master: RedisServer) -> None:
+    await redis_admin.replica_of(replica.host, replica.port, master.host, master.port, replica.password)
+    await eventually(f"{replica.name} link up", lambda: link_up(replica))
+
+
+# --- INFO parsing (pure) -------------------------------------------------------------------------
+
+REPLICA_NEVER_SYNCED = """# Server\r
+run_id:3ad2dbc6dc77edcf86d7e84247cb535f332863c1\r
+uptime_in_seconds:12\r
+# Persistence\r
+loading:0\r
+# Replication\r
+role:slave\r
+master_host:10.0.0.1\r
+master_port:6379\r
+master_link_status:down\r
+slave_read_repl_offset:1\r
+slave_repl_offset:1\r
+master_link_down_since_seconds:-1\r
+slave_priority:10\r
+connected_slaves:0\r
+master_failover_state:no-failover\r
+master_replid:1234000000000000000000000000000000000000\r
+master_replid2:0000000000000000000000000000000000000000\r
+master_repl_offset:0\r
+# Keyspace\r
+db0:keys=3,expires=0,avg_ttl=0\r
+db5:keys=4,expires=1,avg_ttl=10\r
+"""
+
+
+def test_parse_facts_of_a_replica_that_never_synced() -> None:
+    facts = redis_admin.parse_facts(redis_admin.parse_info(REPLICA_NEVER_SYNCED))
+    assert facts.role is Role.REPLICA
+    assert (facts.master_host, facts.master_port, facts.master_link_up) == ("10.0.0.1", 6379, False)
+    assert facts.master_link_down_since_seconds == math.inf
+    assert facts.master_replid == "1234000000000000000000000000000000000000"  # digits stay a string
+    assert (facts.slave_repl_offset, facts.replica_priority, facts.keys) == (1, 10, 7)
+    assert (facts.uptime_seconds, facts.loading) == (12, False)
+
+
+def test_parse_facts_of_a_master() -> None:
+    text = "role:master\nconnected_slaves:2\nmaster_repl_offset:99\nloading:1\n"
+    text += "master_failover_state:waiting-for-sync\n"
+    facts = redis_admin.parse_facts(redis_admin.parse_info(text))
+    assert facts.role is Role.MASTER
+    assert (facts.master_host, facts.slave_repl_offset, facts.offset) == (None, None, 99)
+    assert (facts.connected_replicas, facts.loading, facts.keys) == (2, True, 0)
+    assert facts.failover_state == "waiting-for-sync"
+
+
+# --- real servers --------------------------------------------------------------------------------
+
+
+async def test_observe_parses_master_and_replica_roles(redis_servers: RedisServers) -> None:
+    m, r = redis_servers.start(2)
+    await replicate(r, m)
+    master = await redis_admin.observe(m.host, m.port)
+    replica = await redis_admin.observe(r.host, r.port)
+    assert master.role is Role.MASTER
+    assert master.connected_replicas == 1
+    assert len(master.run_id) == 40
+    assert replica.role is Role.REPLICA
+    assert (replica.master_host, replica.master_port) == (m.host, m.port)
+    assert replica.master_link_up
+    assert replica.master_link_down_since_seconds is None
+    assert replica.master_replid == master.master_replid
+    assert replica.replica_priority == 100
+    assert replica.slave_repl_offset is not None
+    assert replica.run_id != master.run_id
+
+
+async def test_replica_of_syncs_and_writes_replicate(redis_servers: RedisServers) -> None:
+    m, r = redis_servers.start(2)
+    with m.client() as c:
+        c.set("before", "1")
+    await replicate(r, m)
+    with m.client() as c:
+        for i in range(50):
+            c.set(f"k{i}", i)
+        assert c.execute_command("WAIT", 1, 1000) == 1
+    with r.client() as c:
+        assert c.get("before") == "1"
+        assert c.get("k49") == "49"
+    facts = await redis_admin.observe(r.host, r.port)
+    assert facts.keys == 51
+    assert facts.offset == (await redis_admin.observe(m.host, m.port)).offset
+
+
+async def test_promote_makes_a_replica_master_and_keeps_its_lineage(redis_servers: RedisServers) -> None:
+    m, r = redis_servers.start(2)
+    await replicate(r, m)
+    old_replid = (await redis_admin.observe(m.host, m.port)).master_replid
+    await redis_admin.promote(r.host, r.port)
+    facts = await redis_admin.observe(r.host, r.port)
+    assert facts.role is Role.MASTER
+    assert facts.master_replid2 == old_replid
+    with r.client() as c:
+        assert c.set("writable", "yes")
+
+
+async def test_failover_to_hands_the_master_over_without_losing_writes(redis_servers: RedisServers) -> None:
+    m, r = redis_servers.start(2)
+    await replicate(r, m)
+    with m.client() as c:
+        for i in range(100):
+            c.set(f"k{i}", i)
+    await redis_admin.failover_to(m.host, m.port, r.host, r.port)
+
+    async def handed_over() -> bool:
+        new, old = await redis_admin.observe(r.host, r.port), await redis_admin.observe(m.host, m.port)
+        return new.role is Role.MASTER and old.role is Role.REPLICA and old.failover_state == "no-failover"
+
+    await eventually("FAILOVER TO to finish", handed_over)
+    assert await redis_admin.failover_state(m.host, m.port) == "no-failover"
+    old = await redis_admin.observe(m.host, m.port)
+    assert (old.master_host, old.master_port) == (r.host, r.port)
+    with r.client() as c:
+        assert c.dbsize() == 100
+
+
+async def test_bgsave_is_started_then_tracked_without_blocking(redis_servers: RedisServers) -> None:
+    (s,) = redis_servers.start(1)
+    with s.client() as c:
+        c.mset({f"k{i}": i for i in range(400)})
+        c.config_set("rdb-key-save-delay", 1000)  # ~0.4 s save: long enough to see it running
+    before = await redis_admin.bgsave_status(s.host, s.port)
+    assert not before.in_progress
+    assert before.changes_since_last_save == 400
+    started = time.monotonic()
+    assert await redis_admin.bgsave(s.host, s.port) is True
+    assert time.monotonic() - started < 0.3, "bgsave must return at once"
+    assert await redis_admin.bgsave(s.host, s.port) is False  # already running: nothing new started
+    assert (await redis_admin.bgsave_status(s.host, s.port)).in_progress
+
+    async def done() -> bool:
+        return not (await redis_admin.bgsave_status(s.host, s.port)).in_progress
+
+    await eventually("BGSAVE to finish", done)
+    after = await redis_admin.bgsave_status(s.host, s.port)
+    assert after.last_status == "ok"
+    assert after.changes_since_last_save == 0
+    assert after.last_save_time >= before.last_save_time
+    assert (s.dir / "dump.rdb").stat().st_size > 0
+
+
+async def test_configure_sets_min_replicas_to_write(redis_servers: RedisServers) -> None:
+    (s,) = redis_servers.start(1)
+    await redis_admin.configure(s.host, s.port, {"min-replicas-to-write": 1, "min-replicas-max-lag": 10})
+    with s.client() as c, pytest.raises(Exception, match="NOREPLICAS"):
+        c.set("k", "v")
+    with pytest.raises(RedisCommandError, match="CONFIG SET no-such-setting was refused"):
+        await redis_admin.configure(s.host, s.port, {"no-such-setting": "1"})
+
+
+async def test_nothing_listening_is_unavailable_fast() -> None:
+    port = free_port()
+    started = time.monotonic()
+    with pytest.raises(RedisUnavailable, match=f"127.0.0.1:{port}"):
+        await redis_admin.observe("127.0.0.1", port, io_timeout=0.5)
+    assert time.monotonic() - started < 1.5
+
+
+async def test_a_hung_server_times_out_within_the_bound(redis_servers: RedisServers) -> None:
+    (s,) = redis_servers.start(1)
+    s.sigstop()  # the fixture resumes it in teardown
+    for call in (redis_admin.observe, redis_admin.ping, redis_admin.promote):
+        started = time.monotonic()
+        with pytest.raises(RedisUnavailable):
+            await call(s.host, s.port, None, io_timeout=0.3)
+        assert time.monotonic() - started < 2 * 0.3 + 0.5 + 0.3
+
+
+async def test_auth_works_and_the_password_never_appears_in_errors(redis_servers: RedisServers) -> None:
+    m, r = redis_servers.start(2, password=SECRET)  # requirepass + masterauth
+    await replicate(r, m)  # the replica authenticates to its master with masterauth
+    assert (await redis_admin.observe(r.host, r.port, SECRET)).master_link_up
+    await redis_admin.ping(m.host, m.port, SECRET)
+
+    errors: list[Exception] = []
+    for password in (None, "wrong-" + SECRET, SECRET + "-wrong"):
+        with pytest.raises(RedisCommandError) as caught:
+            await redis_admin.observe(m.host, m.port, password)
+        errors.append(caught.value)
+    r.sigstop()
+    with pytest.raises(RedisUnavailable) as hung:
+        await redis_admin.replica_of(r.host, r.port, m.host, m.port, SECRET, io_timeout=0.2)
+    errors.append(hung.value)
+    with pytest.raises(RedisUnavailable) as refused:
+        await redis_admin.promote("127.0.0.1", free_port(), SECRET)
+    errors.append(refused.value)
+    with pytest.raises(RedisCommandError) as config:
+        await redis_admin.configure(m.host, m.port, {"masterauth": 5}, "wrong-" + SECRET)
+    errors.append(config.value)
+    for error in errors:
+        assert SECRET not in str(error)
+        assert SECRET not in repr(error)
+        assert error.__cause__ is None
+        assert error.__context__ is None or error.__suppress_context__

@@ -19,6 +19,8 @@ from typing import Any
 
 __all__ = ["AdminHTTP", "ApiError", "poll_until"]
 
+_ATTEMPTS = 5
+
 
 class ApiError(Exception):
     """The apiserver answered with a non-2xx status."""
@@ -54,11 +56,19 @@ class AdminHTTP:
         req.add_header("Accept", "application/json")
         if data is not None:
             req.add_header("Content-Type", content_type)
-        try:
-            with urllib.request.urlopen(req, context=self._ctx, timeout=timeout) as resp:
-                raw = resp.read()
-        except urllib.error.HTTPError as exc:
-            raise ApiError(method, path, exc.code, exc.read().decode(errors="replace")) from exc
+        for attempt in range(_ATTEMPTS):
+            try:
+                with urllib.request.urlopen(req, context=self._ctx, timeout=timeout) as resp:
+                    raw = resp.read()
+                break
+            except urllib.error.HTTPError as exc:
+                raise ApiError(method, path, exc.code, exc.read().decode(errors="replace")) from exc
+            except urllib.error.URLError as exc:
+                # Refused or reset before the request was read (an apiserver restarting or
+                # overloaded): nothing was processed, so trying again is safe.
+                if not isinstance(exc.reason, ConnectionError) or attempt == _ATTEMPTS - 1:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
         if not raw:
             return None
         try:

@@ -18,8 +18,8 @@ table-driven unit test. REFERENCE "Redis failover essentials" rules and where th
   recorded master still a replica and resumes the same decision (``Switchover`` when the old
   master is alive and in sync).
 - *Fence the old master / one master only*: every reachable master other than the recorded one is
-  re-pointed (``Demote``, or ``ReplicaOf`` when it is fresh and empty); the master label leaves
-  every other pod before any Redis command.
+  demoted (``Demote``: REPLICAOF the recorded master); the master label leaves every other pod
+  before any Redis command.
 - *Empty restarted master*: a recorded master answering with no keys while replicas of an older
   lineage still hold keys is never made a sync source; the best of those replicas is promoted.
 - *Stale pod IPs*: a replica follows the master only if ``master_host:master_port`` is the master
@@ -149,7 +149,7 @@ class Policy:
 # Actions, carried out in plan order; the executor stops at the first failure and requeues.
 # RecordMaster: persist status currentMaster=pod, masterEpoch=epoch before any later action.
 # Promote: REPLICAOF NO ONE, then verify role:master. ReplicaOf / Demote: REPLICAOF <master>;
-# Demote fences a master that holds data or feeds replicas (a returning old master).
+# Demote is for a node that is a master now (a returning old master, a fresh pod at bootstrap).
 # Switchover: planned handover, FAILOVER TO <to> FORCE TIMEOUT sent to the live old master <pod>.
 # SetLabel: the pod's role label. Wait: nothing safe to do now; requeue and observe again.
 
@@ -274,12 +274,6 @@ def _rank(n: NodeObservation) -> tuple[int, int, str]:
     return (n.redis.replica_priority, -n.redis.offset, n.redis.run_id)
 
 
-def _serving(n: NodeObservation) -> bool:
-    """A master holding data or feeding replicas (not a freshly started, empty one)."""
-    r = n.redis
-    return r is not None and r.role is Role.MASTER and bool(r.keys or r.connected_replicas)
-
-
 def _serving_key(n: NodeObservation) -> tuple[int, int, int]:
     r = n.redis
     return (-r.connected_replicas, -r.keys, n.ordinal) if r is not None else (0, 0, n.ordinal)
@@ -391,9 +385,9 @@ def _converge(
             continue
         if handover_from is not None and (n is handover_from or n.follows(handover_from)):
             continue
-        if _serving(n):
+        if n.role is Role.MASTER:
             actions.append(Demote(n.pod, master))
-        elif n.role is Role.MASTER or not n.follows(m):
+        elif not n.follows(m):
             actions.append(ReplicaOf(n.pod, master))
     if m.label != Role.MASTER and handover_from is None:
         actions.append(SetLabel(master, Role.MASTER))

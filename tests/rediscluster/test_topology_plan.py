@@ -60,8 +60,8 @@ def test_bootstrap_makes_pod_0_master_and_the_rest_its_replicas() -> None:
         RecordMaster("rc-0", 1),
         SetLabel("rc-1", R),
         SetLabel("rc-2", R),
-        ReplicaOf("rc-1", "rc-0"),
-        ReplicaOf("rc-2", "rc-0"),
+        Demote("rc-1", "rc-0"),
+        Demote("rc-2", "rc-0"),
         SetLabel("rc-0", M),
     )
 
@@ -108,7 +108,7 @@ def test_missing_labels_are_the_only_actions() -> None:
         pytest.param(
             master(2, keys=5, label="replica"), Demote("rc-2", "rc-0"), id="second-master-with-data"
         ),
-        pytest.param(fresh(2), ReplicaOf("rc-2", "rc-0"), id="restarted-empty-replica"),
+        pytest.param(fresh(2), Demote("rc-2", "rc-0"), id="restarted-empty-replica"),
     ],
 )
 def test_drift_is_repaired_towards_the_recorded_master(drifted: NodeObservation, expected: object) -> None:
@@ -205,10 +205,10 @@ def test_returning_old_master_is_demoted_to_the_new_one() -> None:
     assert p.actions == (SetLabel("rc-0", R), Demote("rc-0", "rc-2"))
 
 
-def test_returning_old_master_restarted_empty_is_repointed_too() -> None:
+def test_returning_old_master_restarted_empty_is_demoted_too() -> None:
     observed = [fresh(0), replica(1, 2), master(2, replicas=1)]
     p = plan(observed, ClusterState("rc-2", 2), POLICY)
-    assert p.actions == (SetLabel("rc-0", R), ReplicaOf("rc-0", "rc-2"))
+    assert p.actions == (SetLabel("rc-0", R), Demote("rc-0", "rc-2"))
 
 
 # --- restart mid-failover ------------------------------------------------------------------------
@@ -273,7 +273,7 @@ def test_empty_restarted_master_is_never_a_sync_source(new_ip: bool) -> None:
         RecordMaster("rc-2", 2),
         SetLabel("rc-0", R),
         Promote("rc-2"),
-        ReplicaOf("rc-0", "rc-2"),
+        Demote("rc-0", "rc-2"),
         ReplicaOf("rc-1", "rc-2"),
         SetLabel("rc-2", M),
     )
@@ -327,7 +327,7 @@ def test_bootstrap_without_status_promotes_a_replica_that_holds_data_not_an_empt
         RecordMaster("rc-2", 1),
         SetLabel("rc-0", R),
         Promote("rc-2"),
-        ReplicaOf("rc-0", "rc-2"),
+        Demote("rc-0", "rc-2"),
         ReplicaOf("rc-1", "rc-2"),
         SetLabel("rc-2", M),
     )

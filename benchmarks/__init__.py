@@ -1,0 +1,1 @@
+"""pyctrl's benchmarks: ``python -m benchmarks`` (``make bench``); see ``benchmarks/README.md``."""

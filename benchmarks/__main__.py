@@ -1,0 +1,128 @@
+"""``python -m benchmarks`` (``make bench``): pyctrl against kopf, controller-runtime and a raw loop.
+
+Order: the workqueue and cache benchmarks (their own processes); the controller-runtime peer's
+build; one local control plane (etcd + kube-apiserver + kube-controller-manager, no node) with the
+test CRD; ``--runs`` rounds of ``--objects`` Items for every program, round-robin with the order
+rotated each round so the machine's noise hits all alike; ``--memory-rounds`` rounds of
+``--memory-objects``; then the table, ``results/peers.json``, ``results/peers.png``, the README
+section, and last the ``RATIO <name> <value>`` lines. Every process started is stopped on the way
+out, on failure and on Ctrl-C too. Nothing is asserted: figures are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks import _report
+from benchmarks._micro import run_micro
+from benchmarks._peers import PEERS, REPO, Peer, build_controller_runtime
+from benchmarks._runs import Run, run_once
+from pyctrl.client import ApiClient, load_kubeconfig
+from pyctrl.envtest import Environment
+
+RESULTS = REPO / "benchmarks" / "results"
+CRD = REPO / "benchmarks" / "peers" / "crd.yaml"
+LOGS = Path.home() / ".cache" / "pyctrl" / "bench" / "logs"
+
+
+def _args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs", type=int, default=3, help="rounds with --objects Items (default 3)")
+    p.add_argument("--objects", type=int, default=1000)
+    p.add_argument("--memory-rounds", type=int, default=1, help="rounds with --memory-objects (0: none)")
+    p.add_argument("--memory-objects", type=int, default=10000)
+    p.add_argument("--concurrency", type=int, default=16, help="concurrent reconciles, all programs")
+    p.add_argument("--peers", default=",".join(PEERS), help="comma-separated subset of " + ",".join(PEERS))
+    p.add_argument("--no-micro", action="store_true", help="skip the workqueue and cache benchmarks")
+    p.add_argument("--no-write", action="store_true", help="print only; leave results/ and README alone")
+    return p.parse_args()
+
+
+async def _rounds(kubeconfig: Path, peers: list[Peer], a: argparse.Namespace) -> list[Run]:
+    plan = [(a.objects, r) for r in range(a.runs)] + [(a.memory_objects, r) for r in range(a.memory_rounds)]
+    runs: list[Run] = []
+    async with ApiClient(await load_kubeconfig(kubeconfig)) as client:
+        for i, (n, round_no) in enumerate(plan):
+            shift = i % len(peers)
+            for peer in peers[shift:] + peers[:shift]:
+                timeout = 600.0 + n * 0.2
+                run = await run_once(
+                    client.transport,
+                    peer,
+                    kubeconfig=kubeconfig,
+                    n=n,
+                    round_no=round_no,
+                    concurrency=a.concurrency,
+                    log_dir=LOGS,
+                    timeout=timeout,
+                )
+                print(f"bench: round {i + 1}/{len(plan)}  {run.line()}", flush=True)
+                runs.append(run)
+    return runs
+
+
+def _section(summary: dict[str, Any], a: argparse.Namespace, info: dict[str, Any]) -> str:
+    m = info["machine"]
+    big = a.memory_objects if a.memory_rounds else None
+    lines = [
+        f"Measured {info['date']} with `make bench` (medians of {a.runs} runs at {a.objects} objects"
+        + (f", {a.memory_rounds} at {a.memory_objects}" if big else "")
+        + f"; concurrency {a.concurrency}).",
+        "",
+        f"Machine: {m['cpus']} CPUs ({m['cpu_model']}), {m['memory']} RAM, Linux {m['kernel']}, "
+        f"Python {m['python']}, {m['go']}; load average {m['load_average']} at the start "
+        "(other work shares this machine).",
+        "",
+        _report.table(summary, a.objects, big),
+        "",
+        "CPU s: CPU time of the controller process from the first create to the last convergence.",
+    ]
+    if info.get("controller_runtime_build_s") is not None:
+        lines.append(f"Cold build of the Go peer: {info['controller_runtime_build_s']:.0f} s.")
+    lines += ["", "```", *(_ratio_line(k, v) for k, v in info["ratios"].items()), "```"]
+    return "\n".join(lines)
+
+
+def _ratio_line(name: str, value: float | None) -> str:
+    return f"RATIO {name} {'nan' if value is None else f'{value:.3f}'}"
+
+
+def main() -> int:
+    a = _args()
+    info: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "machine": _report.machine()}
+    micro, micro_out = ({}, {}) if a.no_micro else run_micro()
+    chosen = [k.strip() for k in a.peers.split(",") if k.strip()]
+    peers = [PEERS[k] for k in chosen]
+    if "controller_runtime" in chosen:
+        built, info["controller_runtime_build_s"] = build_controller_runtime()
+        peers = [built if p.key == "controller_runtime" else p for p in peers]
+    with Environment(local_node=False, crd_directory_paths=[CRD]) as env:
+        print(f"bench: control plane up ({env.server_url}); logs of the programs in {LOGS}", flush=True)
+        runs = asyncio.run(_rounds(env.kubeconfig_path, peers, a))
+    summary = _report.summarize(runs)
+    info["ratios"] = _report.ratios(summary, a.objects, micro)
+    section = _section(summary, a, info)
+    print("\n" + section.split("```")[0].rstrip() + "\n")
+    if not a.no_write:
+        data = {**info, "args": vars(a), "summary": summary, "runs": [r.as_dict() for r in runs]}
+        data["micro_output"] = micro_out
+        _report.write_json(RESULTS / "peers.json", data)
+        _report.write_chart(RESULTS / "peers.png", summary, runs, a.objects, a.memory_objects)
+        _report.write_readme(REPO / "benchmarks" / "README.md", section)
+        print(f"bench: wrote {RESULTS / 'peers.json'}, {RESULTS / 'peers.png'} and benchmarks/README.md")
+    for name, value in info["ratios"].items():
+        print(_ratio_line(name, value))
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("bench: interrupted; every process it started was stopped", file=sys.stderr)
+        sys.exit(130)

@@ -1,0 +1,133 @@
+"""What the orchestrator does on the apiserver: namespaces, Items, and watching them converge.
+
+The orchestrator talks through pyctrl's :class:`~pyctrl.client.rest.Transport` (orjson, one aiohttp
+session, no rate limit) with raw paths, so its own cost stays small next to the program measured.
+:class:`Convergence` lists and then watches a namespace's Items and records when each one's
+``status.observed`` first equals its ``spec.value``: the end of a run is the arrival time of the
+watch event that converged the last Item, not the next tick of a poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+
+from pyctrl.client import NotFound
+from pyctrl.client.rest import Transport
+
+__all__ = ["Convergence", "create_items", "create_namespace", "delete_namespace", "item_names"]
+
+_ITEMS = "/apis/bench.pyctrl.dev/v1/namespaces/{ns}/items"
+
+
+def item_names(n: int) -> list[str]:
+    return [f"item-{i:05d}" for i in range(n)]
+
+
+def _item(name: str, value: str) -> bytes:
+    return orjson.dumps(
+        {
+            "apiVersion": "bench.pyctrl.dev/v1",
+            "kind": "Item",
+            "metadata": {"name": name},
+            "spec": {"value": value},
+        }
+    )
+
+
+async def create_namespace(t: Transport, ns: str) -> None:
+    body = orjson.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    await t.request("POST", "/api/v1/namespaces", body=body, content_type="application/json")
+
+
+async def delete_namespace(t: Transport, ns: str, timeout: float = 600.0) -> None:  # noqa: ASYNC109
+    """Delete ``ns`` and wait until it is gone (so the next run starts on a quiet apiserver)."""
+    with contextlib.suppress(NotFound):
+        await t.request("DELETE", f"/api/v1/namespaces/{ns}")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            await t.request("GET", f"/api/v1/namespaces/{ns}")
+        except NotFound:
+            return
+        await asyncio.sleep(0.5)
+    raise TimeoutError(f"namespace {ns} still exists after {timeout:.0f} s")
+
+
+async def create_items(t: Transport, ns: str, names: Iterable[str], *, parallel: int = 32) -> None:
+    """Create an Item per name (``spec.value`` = ``v-<name>``), ``parallel`` requests at a time."""
+    path = _ITEMS.format(ns=ns)
+    pending = iter(names)
+
+    async def creator() -> None:
+        for name in pending:
+            await t.request("POST", path, body=_item(name, f"v-{name}"), content_type="application/json")
+
+    await asyncio.gather(*(creator() for _ in range(parallel)))
+
+
+class Convergence:
+    """Watches the Items of one namespace; ``wait(names)`` returns when all of them converged."""
+
+    def __init__(self, t: Transport, ns: str) -> None:
+        self._t, self._path = t, _ITEMS.format(ns=ns)
+        self.converged_at: dict[str, float] = {}
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Convergence:
+        doc = await self._t.request_json("GET", self._path)
+        for obj in doc["items"]:
+            self._see(obj)
+        rv = doc["metadata"]["resourceVersion"]
+        self._task = asyncio.create_task(self._watch(rv))
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def _see(self, obj: dict[str, Any]) -> None:
+        name = obj["metadata"]["name"]
+        observed = (obj.get("status") or {}).get("observed")
+        if name not in self.converged_at and observed is not None and observed == obj["spec"]["value"]:
+            self.converged_at[name] = time.perf_counter()
+            self._changed.set()
+
+    async def _watch(self, rv: str) -> None:
+        params = {"watch": "1", "resourceVersion": rv, "timeoutSeconds": 7200}
+        async for line in self._t.stream_lines(self._path, params=params):
+            event = orjson.loads(line)
+            if event["type"] in ("ADDED", "MODIFIED"):
+                self._see(event["object"])
+            elif event["type"] == "ERROR":
+                raise RuntimeError(f"watch of {self._path} failed: {event['object']}")
+
+    async def wait(self, names: Iterable[str], timeout: float, alive: Any = None) -> float:  # noqa: ASYNC109
+        """Wait until every name converged; return the time the last one did (``perf_counter``).
+
+        ``alive()`` is checked while waiting: when it returns False the wait fails at once.
+        """
+        wanted = set(names)
+        deadline = time.monotonic() + timeout
+        while not wanted <= self.converged_at.keys():
+            if self._task is not None and self._task.done():
+                self._task.result()
+                raise RuntimeError("the convergence watch ended")
+            if alive is not None and not alive():
+                raise RuntimeError("the program under test exited")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                missing = len(wanted - self.converged_at.keys())
+                raise TimeoutError(f"{missing} of {len(wanted)} Items not converged after {timeout:.0f} s")
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), min(left, 1.0))
+        return max(self.converged_at[n] for n in wanted)

@@ -1,0 +1,48 @@
+"""The workqueue and cache benchmarks, run as they are (``python -m benchmarks.<name>``).
+
+Each prints its own figures and ends with ``RATIO <name> <value>`` lines; their output is passed
+through and the ratios collected, so ``make bench`` reports them with the peers' figures.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from benchmarks._peers import REPO
+
+__all__ = ["MICRO", "run_micro"]
+
+MICRO = ("workqueue_bench", "cache_bench")
+
+
+def run_micro(names: tuple[str, ...] = MICRO) -> tuple[dict[str, float], dict[str, str]]:
+    """Run each benchmark; its RATIO values, and per benchmark its output (or why it did not run)."""
+    ratios: dict[str, float] = {}
+    outputs: dict[str, str] = {}
+    for name in names:
+        if not (REPO / "benchmarks" / f"{name}.py").is_file():
+            outputs[name] = f"benchmarks/{name}.py not found: not run"
+            print(f"bench: {outputs[name]}", flush=True)
+            continue
+        print(f"bench: running benchmarks/{name}.py", flush=True)
+        done = subprocess.run(
+            [sys.executable, "-m", f"benchmarks.{name}"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        print(done.stdout, end="", flush=True)
+        outputs[name] = done.stdout
+        if done.returncode != 0:
+            print(done.stderr[-2000:], end="", file=sys.stderr)
+            outputs[name] += f"\n(exit {done.returncode})"
+        for line in done.stdout.splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[0] == "RATIO":
+                try:
+                    ratios[parts[1]] = float(parts[2])
+                except ValueError:
+                    continue
+    return ratios, outputs

@@ -1,0 +1,185 @@
+"""Medians, the machine, the table, the chart, the README section and the RATIO lines.
+
+Throughput ratios are pyctrl's objects/s over the peer's (> 1: pyctrl is faster); each figure is
+the median over the runs (runs that failed are left out and counted).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks._peers import PEERS
+from benchmarks._runs import Run
+
+__all__ = ["machine", "ratios", "summarize", "table", "write_chart", "write_readme"]
+
+_BEGIN, _END = "<!-- results:begin -->", "<!-- results:end -->"
+
+
+def _cmd(*argv: str) -> str:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, check=False).stdout.strip()
+    except OSError:
+        return "n/a"
+
+
+def machine() -> dict[str, str]:
+    cpu = next(
+        (
+            ln.split(":", 1)[1].strip()
+            for ln in Path("/proc/cpuinfo").read_text().splitlines()
+            if "model name" in ln
+        ),
+        "unknown",
+    )
+    mem = next((ln.split()[1] for ln in _cmd("free", "-h").splitlines() if ln.startswith("Mem:")), "n/a")
+    return {
+        "cpus": str(os.cpu_count()),
+        "cpu_model": cpu,
+        "memory": mem,
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "go": _cmd("go", "env", "GOVERSION") or "n/a",
+        "load_average": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+    }
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    got = [v for v in values if v is not None]
+    return statistics.median(got) if got else None
+
+
+def summarize(runs: Sequence[Run]) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{peer: {str(n): {field: median, "runs": k, "failed": f}}}``."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for run in runs:
+        out.setdefault(run.peer, {}).setdefault(str(run.n), {})
+    for peer, by_n in out.items():
+        for n, cell in by_n.items():
+            mine = [r for r in runs if r.peer == peer and str(r.n) == n]
+            ok = [r for r in mine if r.error is None]
+            cell["runs"], cell["failed"] = len(ok), len(mine) - len(ok)
+            for field in ("seconds", "objects_per_s", "cpu_seconds", "rss_start_mib", "rss_after_mib"):
+                cell[field] = _median([getattr(r, field) for r in ok])
+            cell["rss_idle_mib"] = _median([r.rss_idle_mib for r in ok])
+    return out
+
+
+def _get(summary: dict[str, Any], peer: str, n: int, field: str) -> float | None:
+    value = summary.get(peer, {}).get(str(n), {}).get(field)
+    return None if value is None else float(value)
+
+
+def ratios(summary: dict[str, Any], n: int, micro: dict[str, float]) -> dict[str, float | None]:
+    def over(peer: str) -> float | None:
+        mine, theirs = _get(summary, "pyctrl", n, "objects_per_s"), _get(summary, peer, n, "objects_per_s")
+        return mine / theirs if mine and theirs else None
+
+    out: dict[str, float | None] = {
+        "pyctrl_vs_kopf_throughput": over("kopf"),
+        "pyctrl_vs_controller_runtime_throughput": over("controller_runtime"),
+        "pyctrl_vs_raw_throughput": over("raw"),
+    }
+    out.update(micro)
+    return out
+
+
+def _f(value: float | None, fmt: str) -> str:
+    return "n/a" if value is None else format(value, fmt)
+
+
+def table(summary: dict[str, Any], n: int, big: int | None) -> str:
+    """The Markdown table of medians."""
+    head = [
+        "implementation",
+        f"{n} objects: s",
+        "objects/s",
+        "CPU s",
+        "RSS at start",
+        f"RSS after {n}",
+        f"RSS idle, {n}",
+    ]
+    if big:
+        head += [f"{big} objects: objects/s", f"RSS after {big}", f"RSS idle, {big}"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for key, peer in PEERS.items():
+        if key not in summary:
+            continue
+        row = [
+            peer.label,
+            _f(_get(summary, key, n, "seconds"), ".2f"),
+            _f(_get(summary, key, n, "objects_per_s"), ".0f"),
+            _f(_get(summary, key, n, "cpu_seconds"), ".2f"),
+            _f(_get(summary, key, n, "rss_start_mib"), ".0f") + " MiB",
+            _f(_get(summary, key, n, "rss_after_mib"), ".0f") + " MiB",
+            _f(_get(summary, key, n, "rss_idle_mib"), ".0f") + " MiB",
+        ]
+        if big:
+            row += [
+                _f(_get(summary, key, big, "objects_per_s"), ".0f"),
+                _f(_get(summary, key, big, "rss_after_mib"), ".0f") + " MiB",
+                _f(_get(summary, key, big, "rss_idle_mib"), ".0f") + " MiB",
+            ]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def write_chart(path: Path, summary: dict[str, Any], runs: Sequence[Run], n: int, big: int | None) -> None:
+    """Throughput (median bar, each run a dot) and RSS, side by side; matplotlib's Agg backend."""
+    matplotlib: Any = importlib.import_module("matplotlib")
+    matplotlib.use("Agg")
+    plt: Any = importlib.import_module("matplotlib.pyplot")
+    keys = [k for k in PEERS if k in summary]
+    labels = [PEERS[k].label.replace(" (Go)", "\n(Go)").replace("raw asyncio", "raw asyncio\n") for k in keys]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5.2))
+    medians = [_get(summary, k, n, "objects_per_s") or 0.0 for k in keys]
+    bars = ax1.bar(range(len(keys)), medians, color=["#3b75af", "#ef8636", "#519e3e", "#8d69b8"][: len(keys)])
+    for i, k in enumerate(keys):
+        points = [r.objects_per_s for r in runs if r.peer == k and r.n == n and r.objects_per_s]
+        ax1.scatter([i] * len(points), points, color="black", s=12, zorder=3)
+    ax1.bar_label(bars, labels=[f"{m:.0f}" for m in medians], padding=3)
+    ax1.set_xticks(range(len(keys)), labels)
+    ax1.set_ylabel("objects/s (median; dots: runs)")
+    ax1.set_title(f"Reconcile throughput, {n} Items, status via subresource")
+    series = [
+        ("at start", "rss_start_mib", n),
+        (f"after {n}", "rss_after_mib", n),
+        (f"idle, {n}", "rss_idle_mib", n),
+    ]
+    if big:
+        series += [(f"after {big}", "rss_after_mib", big), (f"idle, {big}", "rss_idle_mib", big)]
+    width = 0.8 / len(series)
+    for j, (name, field, size) in enumerate(series):
+        values = [_get(summary, k, size, field) or 0.0 for k in keys]
+        ax2.bar(
+            [i + (j - (len(series) - 1) / 2) * width for i in range(len(keys))], values, width, label=name
+        )
+    ax2.set_xticks(range(len(keys)), labels)
+    ax2.set_ylabel("RSS, MiB (median)")
+    ax2.set_title("Memory (resident set size of the controller process)")
+    ax2.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_readme(readme: Path, section: str) -> None:
+    """Replace the text between the results markers of ``readme`` with ``section``."""
+    text = readme.read_text() if readme.is_file() else f"{_BEGIN}\n{_END}\n"
+    pattern = re.compile(re.escape(_BEGIN) + ".*?" + re.escape(_END), re.S)
+    readme.write_text(pattern.sub(lambda _: f"{_BEGIN}\n{section.strip()}\n{_END}", text, count=1))
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")

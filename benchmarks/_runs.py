@@ -1,0 +1,124 @@
+"""One measured run of one program: start it, load it, measure it, stop it, clean up.
+
+A run, in a namespace of its own:
+
+1. start the program; create a ``sentinel`` Item and wait until it converged (the program is up
+   and synced); wait until the program is quiet (CPU) and read its RSS: *RSS at start*;
+2. create ``n`` Items (32 requests in flight) and wait until every status converged: the time from
+   the first create to the last convergence gives *objects/s*; the program's CPU seconds over that
+   span and its RSS right then (*RSS after the run*) are recorded;
+3. stop it and start a fresh process on the same namespace (``n`` converged Items); once a second
+   sentinel converged and the process is quiet, its RSS is *RSS idle with n objects*;
+4. stop it and delete the namespace, waiting until it is gone.
+
+Nothing here asserts a figure: a failed or timed-out run is recorded with its error and the
+benchmark goes on.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks import _procs
+from benchmarks._cluster import Convergence, create_items, create_namespace, delete_namespace, item_names
+from benchmarks._peers import REPO, Peer
+from pyctrl.client.rest import Transport
+
+__all__ = ["Run", "run_once"]
+
+_START_TIMEOUT = 180.0
+
+
+@dataclass
+class Run:
+    peer: str
+    round: int
+    n: int
+    seconds: float | None = None
+    objects_per_s: float | None = None
+    create_seconds: float | None = None
+    cpu_seconds: float | None = None
+    rss_start_mib: float | None = None
+    rss_after_mib: float | None = None
+    rss_idle_mib: float | None = None
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def line(self) -> str:
+        if self.error:
+            return f"{self.peer:<19} n={self.n:<6} FAILED: {self.error}"
+        return (
+            f"{self.peer:<19} n={self.n:<6} {self.seconds:7.2f} s {self.objects_per_s:8.1f} obj/s"
+            f"  cpu {self.cpu_seconds:6.2f} s  RSS start {self.rss_start_mib:6.1f}"
+            f"  after {self.rss_after_mib:6.1f}  idle {_fmt(self.rss_idle_mib)} MiB"
+        )
+
+
+def _fmt(value: float | None) -> str:
+    return "   n/a" if value is None else f"{value:6.1f}"
+
+
+async def _start_synced(
+    t: Transport, watch: Convergence, peer: Peer, argv: list[str], *, ns: str, tag: str, log: Path
+) -> _procs.Child:
+    """Start the program, create Item ``tag``, wait until it converged and the program is quiet."""
+    child = _procs.start(peer.key, argv, log, cwd=REPO)
+    try:
+        await create_items(t, ns, [tag], parallel=1)
+        await watch.wait([tag], _START_TIMEOUT, alive=child.alive)
+        await _procs.wait_quiet(child)
+    except BaseException:
+        child.stop()
+        raise
+    return child
+
+
+async def run_once(
+    t: Transport,
+    peer: Peer,
+    *,
+    kubeconfig: Path,
+    n: int,
+    round_no: int,
+    concurrency: int,
+    log_dir: Path,
+    timeout: float,  # noqa: ASYNC109
+) -> Run:
+    run = Run(peer.key, round_no, n)
+    ns = f"bench-{peer.key.replace('_', '-')}-{n}-r{round_no}"
+    argv = peer.argv(kubeconfig, ns, concurrency)
+    child: _procs.Child | None = None
+    await create_namespace(t, ns)
+    try:
+        async with Convergence(t, ns) as watch:
+            child = await _start_synced(
+                t, watch, peer, argv, ns=ns, tag="sentinel", log=log_dir / f"{ns}.log"
+            )
+            run.rss_start_mib = child.rss_mib()
+            cpu0 = child.cpu_seconds()
+            names = item_names(n)
+            t0 = time.perf_counter()
+            await create_items(t, ns, names)
+            run.create_seconds = time.perf_counter() - t0
+            t1 = await watch.wait(names, timeout, alive=child.alive)
+            run.rss_after_mib = child.rss_mib()
+            run.cpu_seconds = child.cpu_seconds() - cpu0
+            run.seconds = t1 - t0
+            run.objects_per_s = n / run.seconds
+            child.stop()
+            child = await _start_synced(
+                t, watch, peer, argv, ns=ns, tag="sentinel-2", log=log_dir / f"{ns}-idle.log"
+            )
+            run.rss_idle_mib = child.rss_mib()
+    except Exception as exc:
+        run.error = f"{type(exc).__name__}: {exc}" + (child.tail(8) if child is not None else "")
+    finally:
+        if child is not None:
+            child.stop()
+        await delete_namespace(t, ns)
+    return run

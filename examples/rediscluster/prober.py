@@ -12,7 +12,8 @@ Guarantees:
   one probe per pod is in flight, so a hung Redis (SIGSTOP) delays only its own probes, which end
   after ``2 * io_timeout + 0.5`` s at most.
 - History is kept per pod, not per address: a pod whose IP changes, or that has none (``host=None``,
-  a failed probe), keeps its :class:`~examples.rediscluster.topology.DownDetector`.
+  a failed probe), keeps its :class:`~examples.rediscluster.topology.DownDetector`. A pod's window
+  starts when it is registered, so a first probe that hangs still counts from when it was sent.
 - The master is *down* only after no valid reply for the cluster's whole ``down_after`` window
   (REFERENCE "never promote on one bad probe"); times come from the injected monotonic ``clock``.
 - ``notify(key)`` is called when a cluster's health changes: the master becomes down (window
@@ -101,8 +102,9 @@ class HealthProber:
         for pod in list(cluster.detectors):
             if pod not in cluster.endpoints:
                 del cluster.detectors[pod]
+        now = self._clock()
         for pod in cluster.endpoints:
-            cluster.detectors.setdefault(pod, DownDetector())
+            cluster.detectors.setdefault(pod, DownDetector(since=now))
 
     def forget(self, key: ClusterKey) -> None:
         """Stop probing a cluster (deleted); its in-flight probes finish and are ignored."""

@@ -219,14 +219,15 @@ class DownDetector:
     """Probe history of one endpoint. Pure: callers pass the times (from an injected clock).
 
     ``unhealthy_for(now)`` is 0 while the latest sample is valid, else the time since the last valid
-    reply (or since the first sample when none was ever valid). One bad probe therefore never makes
-    an endpoint down: it is down only once no valid reply came for the whole ``down_after`` window.
+    reply (or, when none was ever valid, since ``since``: when watching began, e.g. when a probe that
+    then hung was sent; default the first sample). One bad probe therefore never makes an endpoint
+    down: it is down only once no valid reply came for the whole ``down_after`` window.
     """
 
     __slots__ = ("_first", "_last_at", "_last_ok", "_latest_ok")
 
-    def __init__(self) -> None:
-        self._first: float | None = None
+    def __init__(self, since: float | None = None) -> None:
+        self._first: float | None = since
         self._last_at = -math.inf
         self._last_ok: float | None = None
         self._latest_ok = True
@@ -251,13 +252,13 @@ class DownDetector:
             self._last_ok = at
 
     def unhealthy_for(self, now: float) -> float:
-        if self._first is None or self._latest_ok:
+        if self._latest_ok:  # also before any sample
             return 0.0
         since = self._last_ok if self._last_ok is not None else self._first
-        return max(0.0, now - since)
+        return max(0.0, now - since) if since is not None else 0.0
 
     def is_down(self, now: float, down_after: float) -> bool:
-        return self._first is not None and not self._latest_ok and self.unhealthy_for(now) >= down_after
+        return not self._latest_ok and self.unhealthy_for(now) >= down_after
 
 
 def _index(observations: Iterable[NodeObservation]) -> dict[str, NodeObservation]:

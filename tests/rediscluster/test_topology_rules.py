@@ -149,6 +149,15 @@ def test_down_detector(
     assert detector.is_down(now, 5.0) is down
 
 
+def test_down_detector_window_starts_when_watching_began() -> None:
+    detector = DownDetector(since=10.0)  # a first probe sent at 10 hung until 13
+    detector.record(13.0, False)
+    assert detector.unhealthy_for(13.0) == 3.0
+    assert not detector.is_down(14.9, 5.0)
+    assert detector.is_down(15.0, 5.0)
+    assert DownDetector(since=10.0).unhealthy_for(99.0) == 0.0  # no sample yet: nothing known
+
+
 def test_down_detector_tracks_the_last_valid_reply() -> None:
     detector = DownDetector()
     assert detector.last_valid_reply is None

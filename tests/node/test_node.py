@@ -164,7 +164,7 @@ def test_stopping_the_environment_leaves_no_pod_process() -> None:
     try:
         pod = {
             "metadata": {"name": "p"},
-            "spec": {"containers": [{"name": "c", "image": "redis:7", "args": ["--port", "0"]}]},
+            "spec": {"containers": [{"name": "c", "image": "redis:7", "command": ["sleep", "300"]}]},
         }
         env.create_namespace("stop-test")
         env.http.request("POST", "/api/v1/namespaces/stop-test/pods", pod)

@@ -3,7 +3,7 @@
 
 Guarantees:
 - the Pod gets one loopback address for its whole life (``status.podIP``/``podIPs``; hostIP
-  127.0.0.1), released when the Pod is removed;
+  127.0.0.1), released when the Pod is removed; a ``hostNetwork`` Pod gets the hostIP;
 - volumes are set up before any container starts; while one is not ready (unbound claim, missing
   ConfigMap) containers wait in ``ContainerCreating`` with the reason, and setup is retried on
   every claim/volume event and every 2 s;
@@ -277,10 +277,12 @@ class PodWorker:
             await self._delete()
             return
         old_ip = self.pod.get("status", {}).get("podIP")
-        if not (old_ip and self.ctx.addresses.reserve(self.uid, old_ip)):
-            self.pod_ip = self.ctx.addresses.allocate(self.uid)
-        else:
+        if self.pod["spec"].get("hostNetwork"):
+            self.pod_ip = HOST_IP
+        elif old_ip and self.ctx.addresses.reserve(self.uid, old_ip):
             self.pod_ip = old_ip
+        else:
+            self.pod_ip = self.ctx.addresses.allocate(self.uid)
         self.pod_dir.mkdir(parents=True, exist_ok=True)
         log.info(
             "pod %s/%s (%s): ip %s, dir %s", self.namespace, self.name, self.uid, self.pod_ip, self.pod_dir

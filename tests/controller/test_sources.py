@@ -1,0 +1,118 @@
+"""pyctrl.source: the Kind source turns informer notifications into events (on a cache over the
+fake client); the Channel source forwards generic events; both apply their predicates."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from pyctrl.cache import Cache
+from pyctrl.client.fake import FakeClient
+from pyctrl.client.objects import ConfigMap, ObjectMeta
+from pyctrl.event import CreateEvent, DeleteEvent, Event, GenericEvent, UpdateEvent, event_type
+from pyctrl.handler import RequestQueue
+from pyctrl.predicate import resource_version_changed
+from pyctrl.reconcile import Request
+from pyctrl.source import Channel, Kind
+
+from ._util import eventually
+
+
+class RecordingHandler:
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    def _record(self, event: Event, queue: RequestQueue) -> None:
+        self.events.append(event)
+        queue.add(Request("ns", "x"))
+
+    create = update = delete = generic = _record
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.sources: list[str] = []
+        self.added: list[Request] = []
+
+    def for_event(self, event: Event, source: str) -> RequestQueue:
+        self.sources.append(f"{event_type(event)} {source}")
+        sink = self
+
+        class Queue:
+            def add(self, item: Request, *, priority: int = 0) -> None:
+                sink.added.append(item)
+
+        return Queue()
+
+
+def cm(name: str, **data: str) -> ConfigMap:
+    return ConfigMap(metadata=ObjectMeta(name=name, namespace="ns"), data=data or None)
+
+
+async def test_kind_source_reports_the_initial_list_then_live_creates_updates_and_deletes() -> None:
+    client = FakeClient(cm("old"))
+    cache = Cache(client)
+    await cache.start()
+    handler, sink = RecordingHandler(), Sink()
+    source = Kind(cache, ConfigMap, handler)
+    try:
+        await source.start(sink)
+        await source.wait_for_sync()
+        await eventually(lambda: len(handler.events) == 1, what="initial list")
+        created = await client.create(cm("new"))
+        created.data = {"k": "v"}
+        updated = await client.update(created)
+        await client.delete(updated)
+        await eventually(lambda: len(handler.events) == 4, what="live events")
+    finally:
+        await source.stop()
+        await cache.stop()
+    first, create, update, delete = handler.events
+    assert isinstance(first, CreateEvent)
+    assert first.is_in_initial_list
+    assert isinstance(create, CreateEvent)
+    assert not create.is_in_initial_list
+    assert isinstance(update, UpdateEvent)
+    assert update.object_new.data == {"k": "v"}
+    assert isinstance(update.object_old, ConfigMap)
+    assert update.object_old.data is None
+    assert isinstance(delete, DeleteEvent)
+    assert not delete.delete_state_unknown
+    assert sink.sources == ["create ConfigMap", "create ConfigMap", "update ConfigMap", "delete ConfigMap"]
+
+
+async def test_kind_source_predicates_filter_before_the_handler() -> None:
+    client = FakeClient()
+    cache = Cache(client, resync_period=None)
+    await cache.start()
+    handler = RecordingHandler()
+    source = Kind(cache, ConfigMap, handler, [lambda e: isinstance(e, CreateEvent)])
+    try:
+        await source.start(Sink())
+        await source.wait_for_sync()
+        obj = await client.create(cm("a"))
+        obj.data = {"k": "v"}
+        await client.update(obj)
+        await client.create(cm("b"))
+        await eventually(lambda: len(handler.events) == 2, what="two creates")
+    finally:
+        await source.stop()
+        await cache.stop()
+    assert all(isinstance(e, CreateEvent) for e in handler.events)
+
+
+async def test_channel_source_forwards_generic_events_and_wraps_plain_objects() -> None:
+    events: asyncio.Queue[Any] = asyncio.Queue()
+    handler, sink = RecordingHandler(), Sink()
+    source = Channel(events, handler, [resource_version_changed])
+    await source.start(sink)
+    try:
+        events.put_nowait(GenericEvent(cm("a")))
+        events.put_nowait(cm("b"))  # a bare object becomes a GenericEvent
+        await eventually(lambda: len(handler.events) == 2, what="two generic events")
+    finally:
+        await source.stop()
+    assert [type(e) for e in handler.events] == [GenericEvent, GenericEvent]
+    assert [e.object.metadata.name for e in handler.events] == ["a", "b"]  # type: ignore[union-attr]
+    assert sink.sources == ["generic channel", "generic channel"]
+    assert sink.added == [Request("ns", "x")] * 2

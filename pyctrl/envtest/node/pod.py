@@ -352,19 +352,26 @@ class PodWorker:
         )
 
     async def _delete(self) -> None:
-        if self.removed:
-            return
+        """Delete the Pod object (grace 0, uid precondition), retrying until it is gone."""
         body = {
             "apiVersion": "v1",
             "kind": "DeleteOptions",
             "gracePeriodSeconds": 0,
             "preconditions": {"uid": self.uid},
         }
-        try:
-            await self.ctx.kube.request(
-                "DELETE", f"/api/v1/namespaces/{self.namespace}/pods/{self.name}", body=body
-            )
-            log.info("pod %s/%s: deleted", self.namespace, self.name)
-        except ApiError as exc:
-            if exc.status not in (404, 409):
+        delay = 0.5
+        while not self.removed:
+            try:
+                await self.ctx.kube.request(
+                    "DELETE", f"/api/v1/namespaces/{self.namespace}/pods/{self.name}", body=body
+                )
+                log.info("pod %s/%s: deleted", self.namespace, self.name)
+                return
+            except ApiError as exc:
+                if exc.status in (404, 409):  # gone already, or replaced by a Pod of the same name
+                    return
                 log.warning("pod %s/%s: delete failed: %s", self.namespace, self.name, exc)
+            except (OSError, TimeoutError) as exc:
+                log.warning("pod %s/%s: delete failed: %s", self.namespace, self.name, exc)
+            await self._wait(lambda: self.removed, retry=delay)
+            delay = min(delay * 2, 10.0)

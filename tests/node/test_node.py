@@ -83,10 +83,12 @@ def _die_with_parent() -> None:
 
 @pytest.fixture
 def extra_node(kubeconfig: Path, tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """A second node agent (no scheduler, no provisioner) on the session's control plane."""
+    """A second node agent (no scheduler, no provisioner, its own image map) on the session's
+    control plane."""
     name = f"extra-{uuid.uuid4().hex[:6]}"
     argv = [sys.executable, "-m", "pyctrl.envtest.node", f"--kubeconfig={kubeconfig}"]
     argv += [f"--state-dir={tmp_path / 'node'}", f"--node-name={name}", "--no-scheduler", "--no-provisioner"]
+    argv += ["--image-map=example.com/sleeper*=sleep"]  # replaces the default map
     with (tmp_path / "node.log").open("wb") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)  # noqa: PLW1509
     try:
@@ -111,7 +113,12 @@ async def extra_node_pod(
         return condition(node, "Ready") == "True"
 
     await wait_for(f"node {name} Ready", node_ready)
-    container = {"name": "c", "image": "redis:7", "command": ["sh", "-c", "sleep 300 & sleep 300; wait"]}
+    # The image is known only through the node's --image-map.
+    container = {
+        "name": "c",
+        "image": "example.com/sleeper:1",
+        "command": ["sh", "-c", "sleep 300 & sleep 300"],
+    }
     pod = {"metadata": {"name": "on-extra"}, "spec": {"nodeName": name, "containers": [container]}}
     await create(kube, f"/api/v1/namespaces/{namespace}/pods", pod)
 

@@ -35,8 +35,13 @@ def _die_with_parent() -> None:
 
 
 def port_free(port: int, host: str = "127.0.0.1") -> bool:
-    """True when nothing listens on ``host:port`` and it can be bound."""
+    """True when nothing listens on ``host:port`` and it can be bound.
+
+    ``SO_REUSEADDR`` as Go's listeners use it: connections of a stopped server lingering in
+    TIME_WAIT do not make its port busy.
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import atexit
 import base64
+import contextlib
 import functools
 import importlib.util
 import json
@@ -43,7 +44,7 @@ from pyctrl.envtest._binaries import bin_dir as find_bin_dir
 from pyctrl.envtest._certs import Pki
 from pyctrl.envtest._http import AdminHTTP, ApiError, poll_until
 from pyctrl.envtest._kubeconfig import write_kubeconfig
-from pyctrl.envtest._process import ManagedProcess, free_port, pid_alive, start_process
+from pyctrl.envtest._process import ManagedProcess, free_port, pid_alive, port_free, start_process
 
 __all__ = ["AlreadyRunning", "Environment", "EnvtestError"]
 
@@ -136,21 +137,13 @@ class Environment:
         self._recover_stale()
         self.bin_dir = find_bin_dir()
         self.pki.ensure()
-        admin_cert, admin_key = self.pki.client_cert("admin", ("system:masters",))
         if self.attached:
             atexit.register(self.stop)
         try:
             self._start_etcd()
             self._http = None
             self.start_apiserver()
-            write_kubeconfig(
-                self.kubeconfig_path,
-                server=self.server_url,
-                ca=self.pki.ca_cert,
-                cert=admin_cert,
-                key=admin_key,
-                user="admin",
-            )
+            self._write_admin_kubeconfig()
             self._start_controller_manager()
             if self.local_node:
                 self._start_local_node()
@@ -254,9 +247,19 @@ class Environment:
 
     def start_apiserver(self) -> None:
         """Start kube-apiserver (again) and wait for ``/readyz``; keeps its port across restarts."""
-        port = self.ports.get("apiserver") or self._preferred_api_port
+        previous = self.ports.get("apiserver")
+        if previous is not None:  # a restart: give the old listener a moment to go away
+            with contextlib.suppress(TimeoutError):
+                poll_until(f"port {previous} to be free", lambda: port_free(previous), 10)
         avoid = {v for k, v in self.ports.items() if k != "apiserver"}
-        self.ports["apiserver"] = free_port(port, avoid=avoid)
+        self.ports["apiserver"] = free_port(previous or self._preferred_api_port, avoid=avoid)
+        if previous is not None and self.ports["apiserver"] != previous:
+            self._write_admin_kubeconfig()  # clients (the node, tests) re-read it
+            for user in (self.state_dir / "users").glob("*.kubeconfig"):
+                text = user.read_text().replace(
+                    f"127.0.0.1:{previous}", f"127.0.0.1:{self.ports['apiserver']}"
+                )
+                user.write_text(text)
         sa_issuer = "https://kubernetes.default.svc.cluster.local"
         proc = self._launch(
             "kube-apiserver",
@@ -282,6 +285,17 @@ class Environment:
         )
         self._connect()
         self._wait(proc, "kube-apiserver /readyz", self._apiserver_ready)
+
+    def _write_admin_kubeconfig(self) -> None:
+        cert, key = self.pki.client_cert("admin", ("system:masters",))
+        write_kubeconfig(
+            self.kubeconfig_path,
+            server=self.server_url,
+            ca=self.pki.ca_cert,
+            cert=cert,
+            key=key,
+            user="admin",
+        )
 
     def stop_apiserver(self) -> None:
         """Stop kube-apiserver only (etcd and the rest keep running); see ``start_apiserver``."""

@@ -7,9 +7,9 @@ import time
 from collections.abc import Callable
 
 
-async def until(condition: Callable[[], bool], *, timeout: float = 5.0) -> None:
-    """Let other tasks run until ``condition()`` holds; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
+async def until(condition: Callable[[], bool], *, within: float = 5.0) -> None:
+    """Let other tasks run until ``condition()`` holds; fail after ``within`` seconds."""
+    deadline = time.monotonic() + within
     while not condition():
         if time.monotonic() > deadline:
             raise AssertionError("condition not reached before the deadline")

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 from pyctrl.workqueue import LOW_PRIORITY, Queue, ShutDown
+
 from ._util import let_tasks_run, until
 
 
@@ -97,7 +98,9 @@ async def test_an_item_added_during_processing_runs_exactly_once_more() -> None:
     assert_no_key_state(queue)
 
 
-async def test_an_item_added_during_processing_is_requeued_with_the_highest_priority_given_meanwhile() -> None:
+async def test_an_item_added_during_processing_is_requeued_with_the_highest_priority_given_meanwhile() -> (
+    None
+):
     queue = Queue[str]()
     queue.add("a")
     await queue.get()

@@ -168,6 +168,17 @@ def _keys(fields: Mapping[str, str]) -> int:
     return total
 
 
+def _online_replicas(fields: Mapping[str, str]) -> frozenset[tuple[str, int]]:
+    """``slaveN:ip=..,port=..,state=online,..`` lines of a master's replication section."""
+    online = set()
+    for key, value in fields.items():
+        if key.startswith("slave") and key[5:].isdigit():
+            parts = dict(p.split("=", 1) for p in value.split(",") if "=" in p)
+            if parts.get("state") == "online" and "ip" in parts and parts.get("port", "").isdigit():
+                online.add((parts["ip"], int(parts["port"])))
+    return frozenset(online)
+
+
 def parse_facts(fields: Mapping[str, str]) -> RedisFacts:
     """INFO fields → ``RedisFacts`` (``role:slave`` is ``Role.REPLICA``)."""
     replica = fields.get("role") == "slave"
@@ -193,6 +204,7 @@ def parse_facts(fields: Mapping[str, str]) -> RedisFacts:
         loading=fields.get("loading", "0") == "1",
         uptime_seconds=int(fields.get("uptime_in_seconds", "0")),
         failover_state=fields.get("master_failover_state", "no-failover"),
+        online_replicas=_online_replicas(fields),
     )
 
 

@@ -91,6 +91,7 @@ class RedisFacts:
     loading: bool = False
     uptime_seconds: int = 0
     failover_state: str = "no-failover"
+    online_replicas: frozenset[tuple[str, int]] = frozenset()  # (ip, port) the master lists online
 
     @property
     def offset(self) -> int:
@@ -345,7 +346,8 @@ def choose_failover_candidate(
             continue
         if r.loading or r.replica_priority == 0 or r.master_replid == exclude_replid:
             continue
-        if not r.master_link_up and (r.master_link_down_since_seconds or math.inf) > max_down:
+        down_for = r.master_link_down_since_seconds
+        if not r.master_link_up and (down_for is None or down_for > max_down):
             continue
         groups.setdefault(r.master_replid, []).append(n)
     if not groups:
@@ -399,13 +401,16 @@ def _resume(nodes: dict[str, NodeObservation], target: NodeObservation, epoch: i
     """Make replica ``target`` the master (``epoch``: record that decision first).
 
     When it replicates, link up, from a live master, hand over with ``Switchover`` (FAILOVER waits
-    for the replica to catch up: no write loss); otherwise promote it and fence every other master.
+    for the replica to catch up: no write loss) once that master lists it online (FAILOVER refuses
+    other targets); otherwise promote it and fence every other master.
     """
     old = next((n for n in nodes.values() if n.role is Role.MASTER and target.follows(n)), None)
     if old is None or old.redis is None or target.redis is None or not target.redis.master_link_up:
         return _converge(nodes, target.pod, epoch)
     if old.redis.failover_state != "no-failover":
         return _wait(f"switchover {old.pod} -> {target.pod} in progress ({old.redis.failover_state})")
+    if (target.ip, target.port) not in old.redis.online_replicas:
+        return _wait(f"switchover {old.pod} -> {target.pod}: {old.pod} does not list it online yet")
     return _converge(nodes, target.pod, epoch, handover_from=old)
 
 

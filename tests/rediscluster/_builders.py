@@ -50,6 +50,7 @@ def master(
     uptime: int = 3600,
     run_id: str | None = None,
     failover_state: str = "no-failover",
+    online: tuple[int, ...] = (),
 ) -> NodeObservation:
     facts = RedisFacts(
         role=Role.MASTER,
@@ -61,6 +62,7 @@ def master(
         keys=keys,
         uptime_seconds=uptime,
         failover_state=failover_state,
+        online_replicas=frozenset((ip(j), 6379) for j in online),
     )
     return NodeObservation(pod(i), i, ip(i), pod_ready=ready, label=label, redis=facts)
 
@@ -108,7 +110,11 @@ def gone(i: int, *, label: str | None = "replica", with_ip: bool = True) -> Node
 
 def healthy(n: int, master_at: int = 0) -> list[NodeObservation]:
     """A converged cluster of ``n`` pods with ``rc-<master_at>`` master."""
-    return [master(i, replicas=n - 1) if i == master_at else replica(i, master_at) for i in range(n)]
+    others = tuple(j for j in range(n) if j != master_at)
+    return [
+        master(i, replicas=n - 1, online=others) if i == master_at else replica(i, master_at)
+        for i in range(n)
+    ]
 
 
 def simulate(
@@ -124,6 +130,10 @@ def simulate(
 
     def follow(name: str, leader: str) -> None:
         m = facts(leader)
+        me = (nodes[name].ip or "", nodes[name].port)
+        nodes[leader] = dataclasses.replace(
+            nodes[leader], redis=dataclasses.replace(m, online_replicas=m.online_replicas | {me})
+        )
         nodes[name] = dataclasses.replace(
             nodes[name],
             redis=dataclasses.replace(
@@ -152,6 +162,7 @@ def simulate(
                 master_link_up=False,
                 master_link_down_since_seconds=None,
                 master_replid2=r.master_replid,
+                online_replicas=frozenset(),
                 master_replid="p" * 39 + name[-1],
                 slave_repl_offset=None,
                 master_repl_offset=r.offset,

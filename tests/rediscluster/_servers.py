@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from pyctrl.envtest import poll_until
 
@@ -90,7 +92,12 @@ class RedisServer:
     def client(self) -> redis.Redis:
         """A plain synchronous client for test set-up and checks."""
         return redis.Redis(
-            self.host, self.port, password=self.password, socket_timeout=5, decode_responses=True
+            self.host,
+            self.port,
+            password=self.password,
+            socket_timeout=5,
+            decode_responses=True,
+            retry=Retry(NoBackoff(), 0),  # no silent re-sends (a SHUTDOWN would be retried for seconds)
         )
 
     def _answers(self) -> bool:
@@ -105,9 +112,9 @@ class RedisServer:
             return False
 
     def shutdown_nosave(self) -> None:
-        """``SHUTDOWN NOSAVE`` (a crash without persistence), then reap the process."""
+        """``SHUTDOWN NOSAVE NOW`` (a crash without persistence: no wait for lagging replicas)."""
         with self.client() as c, contextlib.suppress(redis.ConnectionError):
-            c.shutdown(nosave=True)
+            c.shutdown(nosave=True, now=True)
         self.wait_exit()
 
     def wait_exit(self, timeout: float = 10) -> None:

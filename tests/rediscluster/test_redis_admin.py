@@ -61,11 +61,18 @@ def test_parse_facts_of_a_replica_that_never_synced() -> None:
 def test_parse_facts_of_a_master() -> None:
     text = "role:master\nconnected_slaves:2\nmaster_repl_offset:99\nloading:1\n"
     text += "master_failover_state:waiting-for-sync\n"
+    text += "slave0:ip=10.0.0.2,port=6379,state=online,offset=99,lag=0\n"
+    text += "slave1:ip=10.0.0.3,port=6380,state=wait_bgsave,offset=0,lag=0\n"
     facts = redis_admin.parse_facts(redis_admin.parse_info(text))
     assert facts.role is Role.MASTER
     assert (facts.master_host, facts.slave_repl_offset, facts.offset) == (None, None, 99)
     assert (facts.connected_replicas, facts.loading, facts.keys) == (2, True, 0)
     assert facts.failover_state == "waiting-for-sync"
+    assert facts.online_replicas == {("10.0.0.2", 6379)}
+
+
+async def _listed_online(master: RedisServer, replica: tuple[str, int]) -> bool:
+    return replica in (await redis_admin.observe(master.host, master.port)).online_replicas
 
 
 # --- real servers --------------------------------------------------------------------------------
@@ -87,6 +94,10 @@ async def test_observe_parses_master_and_replica_roles(redis_servers: RedisServe
     assert replica.replica_priority == 100
     assert replica.slave_repl_offset is not None
     assert replica.run_id != master.run_id
+    await eventually(
+        "the master to list its replica online",
+        lambda: _listed_online(m, (r.host, r.port)),
+    )
 
 
 async def test_replica_of_syncs_and_writes_replicate(redis_servers: RedisServers) -> None:
@@ -124,6 +135,8 @@ async def test_failover_to_hands_the_master_over_without_losing_writes(redis_ser
     with m.client() as c:
         for i in range(100):
             c.set(f"k{i}", i)
+    # FAILOVER refuses a target the master does not list online yet (topology waits for that too)
+    await eventually("the replica online at the master", lambda: _listed_online(m, (r.host, r.port)))
     await redis_admin.failover_to(m.host, m.port, r.host, r.port)
 
     async def handed_over() -> bool:

@@ -189,7 +189,7 @@ def test_master_pod_missing_entirely_counts_as_unreachable() -> None:
 
 
 def test_not_ready_master_below_the_window_waits_then_hands_over_without_loss() -> None:
-    observed = [master(0, ready=False), replica(1, 0, offset=900), replica(2, 0)]
+    observed = [master(0, ready=False, online=(1, 2)), replica(1, 0, offset=900), replica(2, 0)]
     assert "unhealthy" in only_wait(plan(observed, AT_0, POLICY, master_unhealthy_for=1))
     p = plan(observed, AT_0, POLICY, master_unhealthy_for=5)
     assert p.actions == (RecordMaster("rc-2", 2), SetLabel("rc-0", R), Switchover("rc-0", "rc-2"))
@@ -230,11 +230,16 @@ def test_resume_ignores_readiness_of_the_recorded_replica() -> None:
 
 
 def test_resume_when_the_old_master_is_back_and_in_sync_switches_over() -> None:
-    observed = [master(0), replica(1, 0), replica(2, 0)]
+    observed = [master(0, online=(1, 2)), replica(1, 0), replica(2, 0)]
     assert plan(observed, ClusterState("rc-2", 2), POLICY).actions == (
         SetLabel("rc-0", R),
         Switchover("rc-0", "rc-2"),
     )
+
+
+def test_no_handover_before_the_old_master_lists_the_target_online() -> None:
+    observed = [master(0, online=(1,)), replica(1, 0), replica(2, 0)]  # rc-2 still syncing
+    assert "online" in only_wait(plan(observed, ClusterState("rc-2", 2), POLICY))
 
 
 def test_switchover_in_progress_waits() -> None:
@@ -339,7 +344,7 @@ def test_bootstrap_waits_while_a_pod_loads_its_dataset() -> None:
 
 
 def test_a_handover_also_fences_a_stray_master_and_keeps_the_old_masters_replicas() -> None:
-    observed = [master(0), replica(1, 0), replica(2, 0), master(3, keys=4, label="master")]
+    observed = [master(0, online=(1, 2)), replica(1, 0), replica(2, 0), master(3, keys=4, label="master")]
     p = plan(observed, ClusterState("rc-2", 2), POLICY)
     assert p.actions == (
         SetLabel("rc-0", R),

@@ -65,6 +65,11 @@ def best(observed: list[NodeObservation], **kwargs: float | str) -> str | None:
             id="never-connected-skipped",
         ),
         pytest.param(
+            [replica(1, 0, offset=5), replica(2, 0, offset=9, link_up=False, down_since=0)],
+            "rc-2",
+            id="link-down-for-0s-kept",
+        ),
+        pytest.param(
             [replica(1, 0, offset=5), replica(2, 0, offset=9, loading=True)], "rc-1", id="loading-skipped"
         ),
         pytest.param(

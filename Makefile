@@ -35,8 +35,10 @@ generate: bootstrap
 	$(PY) -m pyctrl.rbacgen examples.rediscluster.controller:RedisClusterReconciler \
 		--leader-election --events --name rediscluster-operator -o examples/rediscluster/deploy/role.yaml
 
+# The optional `bench` extra (kopf, matplotlib, pyinstrument) is installed here only: CI never needs it.
 bench: bootstrap
-	$(PY) -m benchmarks
+	$(PY) -m pip install -q -e ".[bench]"
+	$(PY) -m benchmarks $(BENCH_ARGS)
 
 clean:
 	rm -rf .venv .mypy_cache .pytest_cache .ruff_cache

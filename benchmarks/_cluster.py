@@ -102,13 +102,16 @@ class Convergence:
             self._changed.set()
 
     async def _watch(self, rv: str) -> None:
-        params = {"watch": "1", "resourceVersion": rv, "timeoutSeconds": 7200}
-        async for line in self._t.stream_lines(self._path, params=params):
-            event = orjson.loads(line)
-            if event["type"] in ("ADDED", "MODIFIED"):
-                self._see(event["object"])
-            elif event["type"] == "ERROR":
-                raise RuntimeError(f"watch of {self._path} failed: {event['object']}")
+        """Follow the namespace from ``rv``; a stream the server ends is resumed where it stopped."""
+        while True:
+            params = {"watch": "1", "resourceVersion": rv, "allowWatchBookmarks": "true"}
+            async for line in self._t.stream_lines(self._path, params=params):
+                event = orjson.loads(line)
+                if event["type"] == "ERROR":
+                    raise RuntimeError(f"watch of {self._path} failed: {event['object']}")
+                rv = event["object"]["metadata"]["resourceVersion"]
+                if event["type"] in ("ADDED", "MODIFIED"):
+                    self._see(event["object"])
 
     async def wait(self, names: Iterable[str], timeout: float, alive: Any = None) -> float:  # noqa: ASYNC109
         """Wait until every name converged; return the time the last one did (``perf_counter``).

@@ -54,6 +54,7 @@ class Run:
             return f"{self.peer:<19} n={self.n:<6} FAILED: {self.error}"
         return (
             f"{self.peer:<19} n={self.n:<6} {self.seconds:7.2f} s {self.objects_per_s:8.1f} obj/s"
+            f" (creates {self.create_seconds:.2f} s)"
             f"  cpu {self.cpu_seconds:6.2f} s  RSS start {self.rss_start_mib:6.1f}"
             f"  after {self.rss_after_mib:6.1f}  idle {_fmt(self.rss_idle_mib)} MiB"
         )

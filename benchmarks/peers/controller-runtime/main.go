@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
@@ -96,14 +97,18 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 }
 
 func main() {
-	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the apiserver")
-	namespace := flag.String("namespace", "", "the only namespace watched")
-	concurrency := flag.Int("concurrency", 16, "MaxConcurrentReconciles")
-	flag.Parse()
+	// a flag set of its own: controller-runtime registers a global -kubeconfig flag
+	flags := flag.NewFlagSet("cr-bench", flag.ExitOnError)
+	kubeconfig := flags.String("kubeconfig", "", "kubeconfig of the apiserver")
+	namespace := flags.String("namespace", "", "the only namespace watched")
+	concurrency := flags.Int("concurrency", 16, "MaxConcurrentReconciles")
+	_ = flags.Parse(os.Args[1:])
 	if *kubeconfig == "" || *namespace == "" {
 		fmt.Fprintln(os.Stderr, "usage: cr-bench -kubeconfig PATH -namespace NS [-concurrency N]")
 		os.Exit(2)
 	}
+
+	ctrl.SetLogger(zap.New()) // info level, JSON: start-up lines and reconcile errors only
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
 	if err != nil {

@@ -287,6 +287,8 @@ class Informer:
 
     async def wait_for_sync(self, timeout: float | None = None) -> bool:  # noqa: ASYNC109 (client-go API)
         """Wait until synced; ``False`` if ``timeout`` seconds pass first."""
+        if self._synced.is_set():  # every cached read asks: skip arming a timer
+            return True
         try:
             async with asyncio.timeout(timeout):
                 await self._synced.wait()

@@ -202,6 +202,7 @@ class Watcher:
     async def _step(self) -> AsyncIterator[WatcherEvent]:
         match self.state:
             case WatcherState.EMPTY:
+                log.debug("%s: listing (%s)", self._name, "streaming" if self.watch_list else "paged")
                 yield Init()
                 self._continue = None
                 if self.watch_list:
@@ -233,6 +234,7 @@ class Watcher:
                 async for event in self._initial_watch():
                     yield event
             case WatcherState.INIT_LISTED:
+                log.debug("%s: watching from resourceVersion %s", self._name, self.resource_version)
                 self._stream = self._lw.watch(
                     resource_version=self.resource_version, timeout_seconds=self._timeout()
                 )
@@ -251,6 +253,9 @@ class Watcher:
                     if batch:
                         yield InitPage(batch)
                     self.resource_version = str(meta.get("resourceVersion", ""))
+                    log.debug(
+                        "%s: streaming list complete at resourceVersion %s", self._name, self.resource_version
+                    )
                     self.state = WatcherState.WATCHING
                     yield InitDone(self.resource_version)
                     return
@@ -270,6 +275,9 @@ class Watcher:
             rv = (event.object.get("metadata") or {}).get("resourceVersion")
             if rv:
                 self.resource_version = str(rv)
+            log.debug(
+                "%s: %s %s %s", self._name, event.type, (event.object.get("metadata") or {}).get("name"), rv
+            )
             match event.type:
                 case "ADDED" | "MODIFIED":
                     yield Apply(event.object)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -56,6 +57,10 @@ def restart_apiserver(envtest: Environment, monkeypatch: pytest.MonkeyPatch) -> 
     Work-around until envtest keeps the port across restarts: its ``free_port`` probe binds
     without SO_REUSEADDR, so the old port (in TIME_WAIT after the stop) looks busy and a new
     port is chosen. kube-apiserver itself binds with SO_REUSEADDR, so reusing it works.
+
+    ``start_apiserver`` runs on the main thread (blocking the loop for a few seconds): envtest's
+    processes die with the *thread* that started them (PR_SET_PDEATHSIG), and a worker thread of
+    ``asyncio.to_thread`` ends with the test's event loop.
     """
     from pyctrl.envtest import environment
 
@@ -73,7 +78,12 @@ def restart_apiserver(envtest: Environment, monkeypatch: pytest.MonkeyPatch) -> 
         await asyncio.to_thread(envtest.stop_apiserver)
         if compact:
             await asyncio.to_thread(envtest.compact_etcd)
-        await asyncio.to_thread(envtest.start_apiserver)
+        envtest.start_apiserver()
         assert envtest.server_url == url, "the apiserver came back on another port"
+        # later tests need kube-controller-manager to have reconnected (it creates the default
+        # ServiceAccount of new namespaces); its own backoff can reach 30 s after repeated outages
+        probe = f"restart-probe-{uuid.uuid4().hex[:6]}"
+        await asyncio.to_thread(envtest.create_namespace, probe, 120.0)
+        await asyncio.to_thread(envtest.delete_namespace, probe)
 
     return restart

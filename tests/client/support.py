@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from pyctrl.client import GroupVersionKind, KubeModel, KubeObject, StaticRESTMapper
+from pyctrl.client import GroupVersionKind, KubeModel, KubeObject, NotFound, StaticRESTMapper
 from pyctrl.client.fake import FakeClient
 from pyctrl.client.interfaces import Client
 
@@ -51,12 +51,13 @@ class Backend:
 
 
 async def eventually(check: Callable[[], Awaitable[R]], *, within: float = 20.0, interval: float = 0.05) -> R:
-    """Poll ``check`` until it returns without AssertionError; re-raise the last failure at the deadline."""
+    """Poll ``check`` until it returns without AssertionError or NotFound (not there *yet*);
+    re-raise the last failure at the deadline."""
     deadline = time.monotonic() + within
     while True:
         try:
             return await check()
-        except AssertionError:
+        except (AssertionError, NotFound):
             if time.monotonic() > deadline:
                 raise
         await asyncio.sleep(interval)

@@ -69,7 +69,7 @@ class DelayingQueue(Queue[T]):
             if waiting is not None:
                 priority = max(priority, waiting.priority)
                 self._dropped_heap_entry()
-        super().add(item, priority=priority)
+        Queue.add(self, item, priority=priority)
 
     def add_after(self, item: T, seconds: float, *, priority: int = 0) -> None:
         """Add ``item`` once ``seconds`` have passed (now if ``seconds <= 0``). Ignored after shutdown."""

@@ -17,7 +17,7 @@ Guarantees (the order of client-go's ``doc.go``):
   ``done`` for an add made before shutdown) are still handed out; ``get`` raises :class:`ShutDown`
   once none is left. ``shut_down_with_drain`` also waits until every such item is done.
 - No per-key state outlives an item: once every item handed out is done and nothing is queued, the
-  queue holds no reference to any key.
+  queue holds no reference to any key (only one empty FIFO per distinct priority ever used).
 
 Deliberate differences from client-go: ``done`` of an item that is not being processed raises
 ``ValueError`` (client-go ignores it, which can queue an item twice); ``shut_down_with_drain``
@@ -29,6 +29,7 @@ is lost (client-go waits only for the processing set). Unlike controller-runtime
 from __future__ import annotations
 
 import asyncio
+import math
 from bisect import insort
 from collections import deque
 from collections.abc import Hashable
@@ -81,10 +82,15 @@ class Queue(Generic[T]):
         # processing: items handed out by get and not yet done. get never hands out one of these,
         # so no item is processed by two workers at once.
         self._processing: set[T] = set()
-        # buckets: priority -> FIFO of entries. An entry that is not `dirty[item]` is stale (its
-        # priority was raised since); get skips stale entries. priorities: bucket keys, ascending.
+        # buckets: priority -> FIFO of entries, one per priority ever used. An entry that is not
+        # `dirty[item]` is stale (its priority was raised since); get skips stale entries.
+        # priorities: bucket keys, ascending. top: the highest non-empty bucket (an empty deque if
+        # all are empty), top_priority its priority (-inf then).
         self._buckets: dict[int, deque[tuple[int, T]]] = {}
         self._priorities: list[int] = []
+        self._no_bucket: deque[tuple[int, T]] = deque()
+        self._top = self._no_bucket
+        self._top_priority = -math.inf
         self._len = 0  # live entries in buckets == queued items
         self._stale = 0  # stale entries in buckets
         # getters: futures of get() calls waiting for an item; one is woken per queued item.
@@ -116,7 +122,14 @@ class Queue(Generic[T]):
             self._metrics.add(item)
         if item in self._processing:
             return  # done() queues it
-        self._enqueue(entry)
+        # _enqueue(entry), inlined: this is the hot path.
+        bucket = self._buckets.get(priority)
+        if bucket is None:
+            bucket = self._new_bucket(priority)
+        bucket.append(entry)
+        if priority > self._top_priority:
+            self._top = bucket
+            self._top_priority = priority
         self._len += 1
         if self._getters:
             self._wake_one_getter()
@@ -191,12 +204,32 @@ class Queue(Generic[T]):
 
     # -- internals -----------------------------------------------------------------------------
 
+    def _new_bucket(self, priority: int) -> deque[tuple[int, T]]:
+        bucket = self._buckets[priority] = deque()
+        insort(self._priorities, priority)
+        return bucket
+
     def _enqueue(self, entry: tuple[int, T]) -> None:
-        bucket = self._buckets.get(entry[0])
+        """Append ``entry`` to the FIFO of its priority (the caller counts it in ``_len``)."""
+        priority = entry[0]
+        bucket = self._buckets.get(priority)
         if bucket is None:
-            bucket = self._buckets[entry[0]] = deque()
-            insort(self._priorities, entry[0])
+            bucket = self._new_bucket(priority)
         bucket.append(entry)
+        if priority > self._top_priority:
+            self._top = bucket
+            self._top_priority = priority
+
+    def _find_top(self) -> None:
+        """The top bucket ran empty: point ``_top`` at the highest non-empty one."""
+        for priority in reversed(self._priorities):
+            bucket = self._buckets[priority]
+            if bucket:
+                self._top = bucket
+                self._top_priority = priority
+                return
+        self._top = self._no_bucket
+        self._top_priority = -math.inf
 
     def _raise_priority(self, item: T, priority: int) -> None:
         entry = (priority, item)
@@ -211,26 +244,21 @@ class Queue(Generic[T]):
     def _compact(self) -> None:
         """Drop stale entries from the buckets, keeping the order of the live ones."""
         dirty = self._dirty
-        buckets: dict[int, deque[tuple[int, T]]] = {}
-        for priority, bucket in self._buckets.items():
-            live = deque(entry for entry in bucket if dirty.get(entry[1]) is entry)
-            if live:
-                buckets[priority] = live
-        self._buckets = buckets
-        self._priorities = sorted(buckets)
+        for bucket in self._buckets.values():
+            live = [entry for entry in bucket if dirty.get(entry[1]) is entry]
+            bucket.clear()
+            bucket.extend(live)
+        self._find_top()
         self._stale = 0
 
     def _pop(self) -> tuple[int, T]:
         """Take the first live entry of the highest priority; the caller ensures ``len(self) > 0``."""
         dirty = self._dirty
-        buckets = self._buckets
         while True:
-            priority = self._priorities[-1]
-            bucket = buckets[priority]
+            bucket = self._top
             entry = bucket.popleft()
             if not bucket:
-                del buckets[priority]
-                self._priorities.pop()
+                self._find_top()
             item = entry[1]
             if dirty.get(item) is entry:
                 break
@@ -239,8 +267,9 @@ class Queue(Generic[T]):
         self._processing.add(item)
         self._len -= 1
         if not self._len and self._stale:
-            buckets.clear()  # everything left is stale
-            self._priorities.clear()
+            for bucket in self._buckets.values():
+                bucket.clear()  # everything left is stale
+            self._find_top()
             self._stale = 0
         if self._metrics is not None:
             self._metrics.get(item)

@@ -15,8 +15,7 @@ from ._util import let_tasks_run, until
 def assert_no_key_state(queue: Queue[str]) -> None:
     assert queue._dirty == {}
     assert queue._processing == set()
-    assert queue._buckets == {}
-    assert queue._priorities == []
+    assert not any(queue._buckets.values())
     assert queue._stale == 0
     assert len(queue) == 0
 

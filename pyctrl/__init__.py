@@ -18,6 +18,7 @@ the names most operators need. Sub-packages, one concept each:
 - ``pyctrl.healthz``, ``pyctrl.metrics``, ``pyctrl.log`` -- probes, the metrics registry, logging
 - ``pyctrl.crdgen``, ``pyctrl.rbacgen`` -- controller-tools' CRD and RBAC generation
 - ``pyctrl.envtest``        -- ``pkg/envtest``: a real local control plane (and node) for tests
+- ``pyctrl.testing``        -- ``assert_idempotent``: zero writes once a reconciler has converged
 """
 
 from pyctrl.builder import BuilderError, ControllerBuilder

@@ -12,7 +12,8 @@ Guarantees:
 - with leader election, leader-only runnables start only after the lease is acquired (``elected``
   is set then) and are cancelled at once when leadership is lost, after which ``start`` raises
   ``LeaderElectionLost`` (controller-runtime exits the process then; the operator's ``main`` does);
-- ``/readyz`` fails until the caches have synced; ``/healthz`` has a ``ping`` check;
+- ``/readyz`` fails until the caches have synced, including informers created after start (by
+  controllers' sources once elected); ``/healthz`` has a ``ping`` check;
 - the client reads from the cache and writes to the apiserver; ``api_reader`` reads uncached.
 """
 

@@ -28,6 +28,8 @@ from ._util import Widget, eventually, let_tasks_run, widget
 
 pytestmark = [pytest.mark.controlplane, pytest.mark.usefixtures("widget_crd")]
 
+EVENT = GroupVersionKind("", "v1", "Event")
+
 METRIC_NAMES = [
     "controller_runtime_reconcile_total",
     "controller_runtime_reconcile_errors_total",
@@ -246,3 +248,29 @@ async def test_with_event_filter_applies_to_kinds_and_leaves_ready_made_sources_
         assert rec.calls["skip-me"] == 0
         events.put_nowait(GenericEvent(widget(namespace, "skip-me")))  # the channel is not filtered
         await eventually(lambda: is_ready(mgr.api_reader, namespace, "skip-me"), 30, what="channel event")
+
+
+async def test_the_managers_event_recorder_aggregates_repeats_on_the_apiserver(
+    kubeconfig: Path, namespace: str
+) -> None:
+    mgr = await new_manager(kubeconfig, namespace)
+    recorder = mgr.get_event_recorder_for("widget-controller")
+    async with running(mgr):
+        w = await mgr.api_client.create(widget(namespace, "a"))
+        for _ in range(3):
+            recorder.event(w, "Warning", "TooBig", "size exceeds the quota")
+        recorder.eventf(w, "Normal", "Scaled", "scaled to %d", 2)
+
+        async def events() -> list[dict[str, Any]]:
+            listed = await mgr.api_client.list(EVENT, namespace=namespace)
+            return sorted(listed, key=lambda e: str(e["reason"]))
+
+        async def written() -> bool:
+            return [(e["reason"], e.get("count")) for e in await events()] == [("Scaled", 1), ("TooBig", 3)]
+
+        await eventually(written, 30, what="two events, the repeated one with count 3")
+        scaled, too_big = await events()
+    assert scaled["message"] == "scaled to 2"
+    assert too_big["involvedObject"]["uid"] == w.metadata.uid
+    assert too_big["source"]["component"] == "widget-controller"
+    assert too_big["lastTimestamp"] >= too_big["firstTimestamp"]

@@ -400,17 +400,17 @@ def _converge(
 def _resume(nodes: dict[str, NodeObservation], target: NodeObservation, epoch: int | None = None) -> Plan:
     """Make replica ``target`` the master (``epoch``: record that decision first).
 
-    When it replicates, link up, from a live master, hand over with ``Switchover`` (FAILOVER waits
-    for the replica to catch up: no write loss) once that master lists it online (FAILOVER refuses
-    other targets); otherwise promote it and fence every other master.
+    When it replicates, link up, from a live master that lists it online, hand over with
+    ``Switchover`` (FAILOVER waits for the replica to catch up: no write loss); otherwise promote
+    it and fence every other master.
     """
     old = next((n for n in nodes.values() if n.role is Role.MASTER and target.follows(n)), None)
     if old is None or old.redis is None or target.redis is None or not target.redis.master_link_up:
         return _converge(nodes, target.pod, epoch)
     if old.redis.failover_state != "no-failover":
         return _wait(f"switchover {old.pod} -> {target.pod} in progress ({old.redis.failover_state})")
-    if (target.ip, target.port) not in old.redis.online_replicas:
-        return _wait(f"switchover {old.pod} -> {target.pod}: {old.pod} does not list it online yet")
+    if (target.ip, target.port) not in old.redis.online_replicas:  # FAILOVER would refuse it
+        return _converge(nodes, target.pod, epoch)
     return _converge(nodes, target.pod, epoch, handover_from=old)
 
 
@@ -502,6 +502,8 @@ def switchover(observations: Sequence[NodeObservation], recorded: ClusterState, 
     r = target.redis if target is not None and target.reachable else None
     if target is None or r is None or not target.follows(master) or not r.master_link_up:
         return _wait(f"switchover to {to}: it is not an in-sync replica of {master.pod}")
+    if master.redis is None or (target.ip, target.port) not in master.redis.online_replicas:
+        return _wait(f"switchover to {to}: {master.pod} does not list it online yet")
     if r.replica_priority == 0 or target.terminating:
         return _wait(f"switchover to {to}: it may not become master")
     return _resume(nodes, target, recorded.master_epoch + 1)

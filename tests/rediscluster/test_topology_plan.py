@@ -237,9 +237,15 @@ def test_resume_when_the_old_master_is_back_and_in_sync_switches_over() -> None:
     )
 
 
-def test_no_handover_before_the_old_master_lists_the_target_online() -> None:
-    observed = [master(0, online=(1,)), replica(1, 0), replica(2, 0)]  # rc-2 still syncing
-    assert "online" in only_wait(plan(observed, ClusterState("rc-2", 2), POLICY))
+def test_resume_promotes_when_the_old_master_does_not_list_the_target_online() -> None:
+    observed = [master(0, online=(1,)), replica(1, 0), replica(2, 0)]  # FAILOVER TO rc-2 would fail
+    assert plan(observed, ClusterState("rc-2", 2), POLICY).actions == (
+        SetLabel("rc-0", R),
+        Promote("rc-2"),
+        Demote("rc-0", "rc-2"),
+        ReplicaOf("rc-1", "rc-2"),
+        SetLabel("rc-2", M),
+    )
 
 
 def test_switchover_in_progress_waits() -> None:

@@ -229,18 +229,27 @@ def test_switchover_to_the_current_master_is_a_no_op() -> None:
     assert switchover(healthy(3), ClusterState("rc-0", 1), "rc-0") == Plan()
 
 
+ONLINE = master(0, online=(1,))
+
+
 @pytest.mark.parametrize(
-    "observed",
+    ("observed", "reason"),
     [
-        pytest.param([master(0), replica(1, 0, link_up=False, down_since=3)], id="target-out-of-sync"),
-        pytest.param([master(0), replica(1, 0, priority=0)], id="target-priority-0"),
-        pytest.param([master(0), replica(1, 0, terminating=True)], id="target-terminating"),
-        pytest.param([master(0), gone(1)], id="target-unreachable"),
-        pytest.param([gone(0), replica(1, 0)], id="master-unreachable"),
-        pytest.param([master(0), replica(1, 2)], id="target-follows-someone-else"),
+        pytest.param(
+            [ONLINE, replica(1, 0, link_up=False, down_since=3)], "in-sync", id="target-out-of-sync"
+        ),
+        pytest.param([ONLINE, replica(1, 0, priority=0)], "may not", id="target-priority-0"),
+        pytest.param([ONLINE, replica(1, 0, terminating=True)], "may not", id="target-terminating"),
+        pytest.param([ONLINE, gone(1)], "in-sync", id="target-unreachable"),
+        pytest.param([gone(0), replica(1, 0)], "not serving", id="master-unreachable"),
+        pytest.param([ONLINE, replica(1, 2)], "in-sync", id="target-follows-someone-else"),
+        pytest.param(
+            [master(0, online=(2,)), replica(1, 0), replica(2, 0)], "online", id="target-not-online"
+        ),
     ],
 )
-def test_switchover_refuses_unsafe_targets(observed: list[NodeObservation]) -> None:
+def test_switchover_refuses_unsafe_targets(observed: list[NodeObservation], reason: str) -> None:
     p = switchover(observed, ClusterState("rc-0", 1), "rc-1")
     assert len(p.actions) == 1
     assert isinstance(p.actions[0], Wait)
+    assert reason in p.actions[0].reason

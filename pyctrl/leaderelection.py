@@ -20,9 +20,11 @@ the old leader stops before any standby can take the lease: the deadline is coun
 Deliberate differences from client-go, both keeping its safety argument: candidates retry every
 ``retry_period * [1, 1.2)`` (client-go's JitterUntil allows up to 2.2x), and a candidate that saw
 a held lease retries right when that lease expires on its clock if that is sooner, so a standby
-takes over a dead leader's lease within ``lease_duration + 1.2 * retry_period`` of the last renewal. ``release_on_cancel`` writes an empty
-holder with ``leaseDurationSeconds: 1`` on a clean stop so a standby takes over within one retry
-period. ``leader_election_master_status{name}`` is 1 while leading.
+takes over a dead leader's lease within ``lease_duration + 1.2 * retry_period`` of the last renewal.
+
+``release_on_cancel`` writes an empty holder with ``leaseDurationSeconds: 1`` on a clean stop so a
+standby takes over within one retry period. ``leader_election_master_status{name}`` is 1 while
+leading.
 
 Defaults are controller-runtime's: 15 s / 10 s / 2 s; identity ``hostname_uuid``.
 """

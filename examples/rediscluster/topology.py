@@ -305,11 +305,15 @@ def is_empty_restart(master: NodeObservation, observations: Iterable[NodeObserva
 
     That is a master restarted without persistence: it must never become the sync source, since
     syncing from it would wipe the replicas. A replica of the master's own lineage (its replid or
-    replid2) is not a witness: it already has what the master has.
+    replid2) is not a witness: it already has what the master has. The restarted master may answer
+    as a master or — booted *fenced*, as the operator's pods are (a replica of an address where
+    nothing listens, its link down) — as a replica following no node of the cluster.
     """
     m = master.redis
-    if m is None or m.role is not Role.MASTER or m.keys or m.loading:
+    if m is None or m.keys or m.loading:
         return False
+    if m.role is Role.REPLICA and (m.master_link_up or any(master.follows(n) for n in observations)):
+        return False  # a replica of a live cluster node: a promotion in progress, not a restart
     return any(
         n.pod != master.pod
         and n.redis is not None

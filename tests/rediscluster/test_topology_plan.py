@@ -358,3 +358,42 @@ def test_a_handover_also_fences_a_stray_master_and_keeps_the_old_masters_replica
         Switchover("rc-0", "rc-2"),
         Demote("rc-3", "rc-2"),
     )
+
+
+def fenced(i: int, *, keys: int = 0) -> NodeObservation:
+    """A pod booted fenced: a replica of an address where nothing listens, link down, fresh replid."""
+    base = replica(
+        i, i, keys=keys, replid=f"{i}" * 40, link_up=False, master_ip="127.255.255.254", label="master"
+    )
+    return base
+
+
+def test_a_recorded_master_restarted_fenced_and_empty_is_never_promoted_or_synced_from() -> None:
+    observed = [
+        fenced(0),
+        replica(1, 0, offset=900, link_up=False, down_since=1),
+        replica(2, 0, link_up=False, down_since=1),
+    ]
+    assert is_empty_restart(observed[0], observed)
+    p = plan(observed, AT_0, POLICY)
+    assert p.actions[0] == RecordMaster("rc-2", 2)
+    assert Promote("rc-0") not in p.actions
+    assert not [a for a in p.actions if isinstance(a, ReplicaOf | Demote) and a.master == "rc-0"]
+    assert masters(simulate(p, observed, AT_0)[0]) == {"rc-2"}
+
+
+def test_a_recorded_master_restarted_fenced_with_its_data_is_promoted_again() -> None:
+    observed = [
+        fenced(0, keys=10),
+        replica(1, 0, link_up=False, down_since=1),
+        replica(2, 0, link_up=False, down_since=1),
+    ]
+    assert not is_empty_restart(observed[0], observed)
+    p = plan(observed, AT_0, POLICY)
+    assert Promote("rc-0") in p.actions
+    assert RecordMaster("rc-1", 2) not in p.actions
+
+
+def test_a_recorded_master_still_replicating_from_the_old_one_is_not_an_empty_restart() -> None:
+    observed = [master(1, keys=10), replica(0, 1, keys=0, replid=REPLID)]
+    assert not is_empty_restart(observed[1], observed)

@@ -192,7 +192,7 @@ class Informer:
         self.watcher = Watcher(
             lister_watcher, page_size=page_size, watch_list=watch_list, backoff=backoff, name=self.name
         )
-        self.reflector = Reflector(self.store, self.watcher, notify=self._fan_out, transform=transform)
+        self.reflector = Reflector(self.store, self.watcher, notify=None, transform=transform)
         self._resync_period = resync_period
         self._registrations: list[Registration] = []
         self._synced = asyncio.Event()
@@ -209,6 +209,7 @@ class Informer:
                 reg.push(Change("add", key, None, data, in_initial_list=True))
             reg.push(_SYNCED)
         self._registrations.append(reg)
+        self.reflector.notify = self._fan_out
         if self._tasks:
             reg.start()
         return reg
@@ -216,6 +217,8 @@ class Informer:
     async def remove_event_handler(self, registration: Registration) -> None:
         if registration in self._registrations:
             self._registrations.remove(registration)
+        if not self._registrations:
+            self.reflector.notify = None
         await registration.stop()
 
     def _fan_out(self, change: Change) -> None:

@@ -62,14 +62,15 @@ class Reflector:
         store: Store,
         watcher: Watcher,
         *,
-        notify: Callable[[Change], None],
+        notify: Callable[[Change], None] | None,
         transform: Transform | None = strip_managed_fields,
     ) -> None:
         self.store = store
         self.watcher = watcher
-        self._notify = notify
+        #: Receives every change; ``None`` when nobody listens (then no diff is computed).
+        self.notify = notify
         self._transform = transform
-        self._pending: dict[Key, StoredObject] | None = None
+        self._pending: dict[str, dict[str, StoredObject]] | None = None
         self.synced = False
         #: resourceVersion of the last applied listing or event.
         self.last_sync_resource_version = ""
@@ -86,7 +87,10 @@ class Reflector:
         obj.pop("kind", None)
         meta = obj.get("metadata") or {}
         key = (meta.get("namespace") or "", meta.get("name") or "")
-        return key, self.store.make_entry(orjson.dumps(obj), meta.get("labels"))
+        # orjson.dumps returns a bytes object inside a 4 KiB allocation; keeping it would cost 4 KiB
+        # per object whatever its size. A copy has the exact size (measured: 4.2 KB -> 0.6 KB).
+        data = memoryview(orjson.dumps(obj)).tobytes()
+        return key, self.store.make_entry(data, meta.get("labels"))
 
     def apply(self, event: WatcherEvent) -> None:
         """Apply one watcher event (synchronous: a write is never interleaved with reads)."""
@@ -97,8 +101,11 @@ class Reflector:
                 pending = self._pending if self._pending is not None else {}
                 self._pending = pending
                 for item in items:
-                    key, entry = self._entry(item)
-                    pending[key] = entry
+                    (ns, name), entry = self._entry(item)
+                    part = pending.get(ns)
+                    if part is None:
+                        part = pending[ns] = {}
+                    part[name] = entry
             case InitDone(rv):
                 self._replace(self._pending or {})
                 self._pending = None
@@ -107,30 +114,39 @@ class Reflector:
                 key, entry = self._entry(obj)
                 old = self.store.upsert(key, entry)
                 self._track(obj)
+                if self.notify is None:
+                    return
                 if old is None:
-                    self._notify(Change("add", key, None, entry.data))
+                    self.notify(Change("add", key, None, entry.data))
                 else:
-                    self._notify(Change("update", key, old.data, entry.data))
+                    self.notify(Change("update", key, old.data, entry.data))
             case Delete(obj):
                 key, entry = self._entry(obj)
                 self.store.delete(key)
                 self._track(obj)
-                self._notify(Change("delete", key, entry.data, None))
+                if self.notify is not None:
+                    self.notify(Change("delete", key, entry.data, None))
 
     def _track(self, obj: dict[str, Any]) -> None:
         rv = (obj.get("metadata") or {}).get("resourceVersion")
         if rv:
             self.last_sync_resource_version = str(rv)
 
-    def _replace(self, entries: dict[Key, StoredObject]) -> None:
+    def _replace(self, partitions: dict[str, dict[str, StoredObject]]) -> None:
         initial = not self.synced
-        previous = self.store.replace(entries)
+        previous = self.store.replace(partitions)
         self.synced = True
-        for key, entry in entries.items():
-            old = previous.pop(key, None)
-            if old is None:
-                self._notify(Change("add", key, None, entry.data, in_initial_list=initial))
-            else:
-                self._notify(Change("update", key, old.data, entry.data))
-        for key, old in previous.items():
-            self._notify(Change("delete", key, old.data, None, tombstone=True))
+        notify = self.notify
+        if notify is None:
+            return
+        for ns, objs in partitions.items():
+            before = previous.get(ns, {})
+            for name, entry in objs.items():
+                old = before.pop(name, None)
+                if old is None:
+                    notify(Change("add", (ns, name), None, entry.data, in_initial_list=initial))
+                else:
+                    notify(Change("update", (ns, name), old.data, entry.data))
+        for ns, objs in previous.items():
+            for name, old in objs.items():
+                notify(Change("delete", (ns, name), old.data, None, tombstone=True))

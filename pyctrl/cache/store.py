@@ -59,7 +59,9 @@ class _LabelInterner:
     def acquire(self, labels: Mapping[str, str] | None) -> Mapping[str, str] | None:
         if not labels:
             return None
-        key = tuple(sorted(labels.items()))
+        # not sorted: the apiserver writes map keys in a fixed order, so equal label sets arrive as
+        # equal tuples; a differently ordered equal set only costs one more shared dict
+        key = tuple(labels.items())
         slot = self._table.get(key)
         if slot is None:
             slot = self._table[key] = [dict(key), 0]
@@ -70,7 +72,7 @@ class _LabelInterner:
     def release(self, labels: Mapping[str, str] | None) -> None:
         if not labels:
             return
-        key = tuple(sorted(labels.items()))
+        key = tuple(labels.items())
         slot = self._table.get(key)
         if slot is not None:
             slot[1] -= 1
@@ -170,16 +172,20 @@ class Store:
                 del self._by_ns[key[0]]
         return old
 
-    def replace(self, entries: dict[Key, StoredObject]) -> dict[Key, StoredObject]:
-        """Swap in a whole new content (after a list); returns the previous content by key."""
-        previous = {k: e for k, e in self._iter_entries()}
-        for old in previous.values():
-            self._labels.release(old.labels)
-        self._by_ns, self._count = {}, 0
+    def replace(self, partitions: dict[str, dict[str, StoredObject]]) -> dict[str, dict[str, StoredObject]]:
+        """Swap in a whole new content, namespace -> name -> entry (after a list); returns the
+        previous content in the same shape. Without indexes this costs nothing per new object."""
+        previous = self._by_ns
+        for objs in previous.values():
+            for old in objs.values():
+                self._labels.release(old.labels)
+        self._by_ns = {ns: objs for ns, objs in partitions.items() if objs}
+        self._count = sum(len(objs) for objs in self._by_ns.values())
         for idx in self._indexes.values():
             idx.clear()
-        for key, entry in entries.items():
-            self.upsert(key, entry)
+        if self._index_names:
+            for key, entry in self._iter_entries():
+                self._index(key, entry)
         return previous
 
     def add_index(self, name: str, fn: IndexFunc) -> None:

@@ -122,7 +122,7 @@ class Tracker:
         return sorted(self.objects.get(gvk, {}).items())
 
     def put(self, gvk: GroupVersionKind, key: Key, obj: dict[str, Any], event: str) -> bytes:
-        data = orjson.dumps(obj)
+        data = memoryview(orjson.dumps(obj)).tobytes()  # exact-size copy: orjson allocates 4 KiB
         self.objects.setdefault(gvk, {})[key] = data
         self._emit(gvk, event, data)
         return data

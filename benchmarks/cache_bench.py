@@ -1,0 +1,281 @@
+"""``python -m benchmarks.cache_bench``: the informer cache against a raw list, on a real apiserver.
+
+Starts its own control plane (etcd + kube-apiserver, no node) unless ``--kubeconfig`` is given,
+creates ``--objects`` ConfigMaps (3 labels, ~300 bytes of data each) and measures, as medians
+over ``--runs`` rounds (modes rotated each round so noise hits all alike):
+
+- initial sync: an informer's start → ``has_synced`` (streaming list, and paged list with
+  ``resourceVersion=0``), beside a raw paged list (``resourceVersion=0``, ``limit=500``, the
+  request the paged informer sends) parsed with the same parser (orjson);
+- memory: bytes the synced store holds (tracemalloc, after ``gc``), per object, beside the
+  objects' compact JSON size — as stored (managedFields stripped: the stricter ratio) and as
+  served by the apiserver;
+- watch throughput: ``--burst`` updates made while the informer's watch is down, then the time
+  from restarting it until every event is applied to the store (network + parse + apply), and
+  the same events applied in-process (parse + apply, no network).
+
+Nothing is asserted. The output ends with ``RATIO initial_sync_vs_raw_list <v>`` (streaming sync
+over raw list: lower is better) and ``RATIO cache_bytes_per_json_byte <v>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import statistics
+import time
+import tracemalloc
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from pyctrl.cache import Informer
+from pyctrl.cache.reflector import strip_managed_fields
+from pyctrl.client import ApiClient, ConfigMap, ListOptions, Namespace, ObjectMeta, PatchType, RawPatch
+from pyctrl.client.watch import parse_event
+from pyctrl.envtest import Environment
+
+NS = "bench-cache"
+PAYLOAD = "x" * 240
+
+
+def _args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.cache_bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--objects", type=int, default=10_000)
+    p.add_argument("--runs", type=int, default=5, help="rounds of the sync and memory measurements")
+    p.add_argument("--burst", type=int, default=5_000, help="updates in the watch burst")
+    p.add_argument("--burst-runs", type=int, default=3)
+    p.add_argument("--kubeconfig", type=Path, help="use this cluster instead of starting one")
+    return p.parse_args()
+
+
+def _configmap(i: int) -> ConfigMap:
+    return ConfigMap(
+        metadata=ObjectMeta(
+            name=f"cm-{i:05d}",
+            namespace=NS,
+            labels={"app": "bench", "shard": str(i % 16), "tier": "cache"},
+        ),
+        data={"config.yaml": f"index: {i}\npayload: {PAYLOAD}\n", "index": str(i)},
+    )
+
+
+async def _bounded(n: int, parallel: int, job: Callable[[int], Awaitable[Any]]) -> None:
+    queue = iter(range(n))
+
+    async def worker() -> None:
+        for i in queue:
+            await job(i)
+
+    await asyncio.gather(*(worker() for _ in range(parallel)))
+
+
+async def _setup(client: ApiClient, objects: int) -> None:
+    existing = await client.list(Namespace, field_selector=f"metadata.name={NS}")
+    if not existing.items:
+        await client.create(Namespace(metadata=ObjectMeta(name=NS)))
+    have = len((await client.list(ConfigMap, namespace=NS, labels={"app": "bench"})).items)
+    print(f"creating {objects - have} ConfigMaps in {NS} ...", flush=True)
+    await _bounded(objects - have, 64, lambda i: client.create(_configmap(have + i)))
+
+
+async def _raw_list(client: ApiClient) -> tuple[float, list[dict[str, Any]]]:
+    start = time.perf_counter()
+    items: list[dict[str, Any]] = []
+    token: str | None = None
+    path = f"/api/v1/namespaces/{NS}/configmaps"
+    while True:
+        params = {"limit": 500, "continue": token} if token else {"limit": 500, "resourceVersion": "0"}
+        page = orjson.loads(await client.transport.request("GET", path, params=params))
+        items.extend(page["items"])
+        token = page["metadata"].get("continue") or None
+        if token is None:
+            return time.perf_counter() - start, items
+
+
+async def _raw_stream(client: ApiClient) -> float:
+    """The streaming list read raw: every line parsed, until the initial-events-end bookmark."""
+    start = time.perf_counter()
+    params = {
+        "watch": "1",
+        "sendInitialEvents": "true",
+        "resourceVersionMatch": "NotOlderThan",
+        "allowWatchBookmarks": "true",
+        "timeoutSeconds": "60",
+    }
+    async for line in client.transport.stream_lines(f"/api/v1/namespaces/{NS}/configmaps", params=params):
+        event = orjson.loads(line)
+        if event["type"] == "BOOKMARK":
+            break
+    return time.perf_counter() - start
+
+
+async def _informer(client: ApiClient, *, watch_list: bool) -> Informer:
+    lw = await client.list_watcher(ConfigMap, ListOptions.build(namespace=NS))
+    return Informer(lw, ConfigMap, watch_list=watch_list)
+
+
+async def _sync(client: ApiClient, *, watch_list: bool) -> tuple[float, Informer]:
+    informer = await _informer(client, watch_list=watch_list)
+    start = time.perf_counter()
+    informer.start()
+    await informer.wait_for_sync()
+    elapsed = time.perf_counter() - start
+    await informer.stop()
+    return elapsed, informer
+
+
+async def _memory(client: ApiClient) -> int:
+    gc.collect()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        _, informer = await _sync(client, watch_list=True)
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - base
+        assert len(informer.store) > 0
+        return held
+    finally:
+        tracemalloc.stop()
+
+
+async def _burst(client: ApiClient, burst: int, round_no: int) -> tuple[float, float]:
+    informer = await _informer(client, watch_list=True)
+    informer.start()
+    await informer.wait_for_sync()
+    await informer.stop()
+    last_rv = ""
+
+    async def touch(i: int) -> None:
+        nonlocal last_rv
+        patch = RawPatch(PatchType.MERGE, {"data": {"round": str(round_no)}})
+        done = await client.patch(_configmap(i), patch)
+        rv = done.metadata.resource_version or ""
+        if int(rv) > int(last_rv or 0):
+            last_rv = rv
+
+    await _bounded(burst, 64, touch)
+    applied = asyncio.Event()
+
+    def on_change(_: object) -> None:
+        if informer.reflector.last_sync_resource_version == last_rv:
+            applied.set()
+
+    informer.reflector.notify = on_change
+    start = time.perf_counter()
+    informer.start()
+    await applied.wait()
+    networked = time.perf_counter() - start
+    await informer.stop()
+    # the same events once more, in-process: parse + apply, no network
+    lines = [
+        orjson.dumps(
+            {
+                "type": "MODIFIED",
+                "object": {
+                    **_configmap(i).model_dump(mode="json", exclude_none=True),
+                    "metadata": {"name": f"cm-{i:05d}", "namespace": NS, "resourceVersion": str(10**9 + i)},
+                },
+            }
+        )
+        for i in range(burst)
+    ]
+    from pyctrl.cache.watcher import Apply
+
+    start = time.perf_counter()
+    for line in lines:
+        informer.reflector.apply(Apply(parse_event(line).object))
+    in_process = time.perf_counter() - start
+    return burst / networked, burst / in_process
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+async def bench(kubeconfig: Path, args: argparse.Namespace) -> None:
+    from pyctrl.client import load_kubeconfig
+
+    async with ApiClient(await load_kubeconfig(kubeconfig)) as client:
+        await _setup(client, args.objects)
+        raw_times: list[float] = []
+        raw_stream_times: list[float] = []
+        stream_times: list[float] = []
+        paged_times: list[float] = []
+        items: list[dict[str, Any]] = []
+        for round_no in range(args.runs):
+            steps = ["raw", "stream", "paged", "raw-stream"]
+            steps = steps[round_no % 4 :] + steps[: round_no % 4]
+            for step in steps:
+                if step == "raw":
+                    elapsed, items = await _raw_list(client)
+                    raw_times.append(elapsed)
+                elif step == "raw-stream":
+                    raw_stream_times.append(await _raw_stream(client))
+                elif step == "stream":
+                    stream_times.append((await _sync(client, watch_list=True))[0])
+                else:
+                    paged_times.append((await _sync(client, watch_list=False))[0])
+        served = sum(len(orjson.dumps(i)) for i in items)
+        stored = sum(
+            len(orjson.dumps(strip_managed_fields(dict(i, metadata=dict(i["metadata"]))))) for i in items
+        )
+        count = len(items)
+        held = [await _memory(client) for _ in range(max(1, min(args.runs, 3)))]
+        bursts = [await _burst(client, args.burst, n) for n in range(args.burst_runs)]
+
+    raw, stream, paged = _median(raw_times), _median(stream_times), _median(paged_times)
+    held_per_obj = _median([float(h) for h in held]) / count
+    rows = [
+        ("objects", f"{count}", ""),
+        ("raw paged list (rv=0, limit 500) + orjson", f"{raw * 1000:.0f} ms", f"{count / raw:,.0f} obj/s"),
+        (
+            "raw streaming list + orjson",
+            f"{_median(raw_stream_times) * 1000:.0f} ms",
+            f"x{_median(raw_stream_times) / raw:.2f} of raw list",
+        ),
+        ("informer sync, streaming list", f"{stream * 1000:.0f} ms", f"x{stream / raw:.2f} of raw"),
+        ("informer sync, paged list", f"{paged * 1000:.0f} ms", f"x{paged / raw:.2f} of raw"),
+        ("compact JSON per object, as served", f"{served / count:.0f} B", "with managedFields"),
+        ("compact JSON per object, as stored", f"{stored / count:.0f} B", "managedFields stripped"),
+        (
+            "cache memory per object",
+            f"{held_per_obj:.0f} B",
+            f"x{held_per_obj / (stored / count):.2f} stored JSON, "
+            f"x{held_per_obj / (served / count):.2f} served JSON",
+        ),
+        (
+            "watch burst applied (network)",
+            f"{_median([b[0] for b in bursts]):,.0f} ev/s",
+            f"{args.burst} updates",
+        ),
+        ("watch events applied in-process", f"{_median([b[1] for b in bursts]):,.0f} ev/s", "parse + apply"),
+    ]
+    width = max(len(r[0]) for r in rows)
+    print(
+        f"\ncache benchmark (medians of {args.runs} sync rounds, {len(held)} memory, {args.burst_runs} burst)"
+    )
+    for name, value, note in rows:
+        print(f"  {name:<{width}}  {value:>14}  {note}")
+    print(f"RATIO initial_sync_vs_raw_list {stream / raw:.3f}")
+    print(f"RATIO cache_bytes_per_json_byte {held_per_obj / (stored / count):.3f}")
+
+
+def main() -> None:
+    args = _args()
+    if args.kubeconfig is not None:
+        asyncio.run(bench(args.kubeconfig, args))
+        return
+    env = Environment(local_node=False)
+    env.start()  # on the main thread: envtest processes die with the thread that started them
+    try:
+        asyncio.run(bench(env.kubeconfig_path, args))
+    finally:
+        env.stop()
+
+
+if __name__ == "__main__":
+    main()

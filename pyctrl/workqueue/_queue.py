@@ -111,13 +111,12 @@ class Queue(Generic[T]):
         """
         if self._shutting_down:
             return
-        entry = self._dirty.get(item)
-        if entry is not None:
-            if priority > entry[0]:
+        entry = (priority, item)
+        queued = self._dirty.setdefault(item, entry)  # one hash lookup in the common case
+        if queued is not entry:
+            if priority > queued[0]:
                 self._raise_priority(item, priority)
             return
-        entry = (priority, item)
-        self._dirty[item] = entry
         if self._metrics is not None:
             self._metrics.add(item)
         if item in self._processing:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import pytest
-from prometheus_client.metrics import MetricWrapperBase
 
 from pyctrl.metrics import registry
 from pyctrl.workqueue import FakeClock, ItemExponentialFailureRateLimiter, Queue, RateLimitingQueue
-from pyctrl.workqueue._metrics import _get_families
+from pyctrl.workqueue._metrics import QueueMetrics, _Collector, _get_collector, _Series
 
 _names = itertools.count()
 
@@ -18,8 +18,14 @@ def unique_name() -> str:
     return f"test-metrics-{next(_names)}"
 
 
-def sample(metric: str, name: str) -> float | None:
-    return registry.get_sample_value(metric, {"name": name, "controller": name})
+def queue_name(queue: Queue[str]) -> str:
+    assert queue._metrics is not None
+    names = [name for name, series in _get_collector()._series.items() if series is queue._metrics._series]
+    return names[0]
+
+
+def sample(metric: str, name: str, **labels: str) -> float | None:
+    return registry.get_sample_value(metric, {"name": name, "controller": name, **labels})
 
 
 def test_metric_names_and_labels_are_exactly_the_reference_ones() -> None:
@@ -58,31 +64,48 @@ async def test_an_unnamed_queue_has_no_metrics() -> None:
     queue.done(await queue.get())  # nothing to update, nothing fails
 
 
-def test_metric_families_are_created_once_per_process() -> None:
-    first = _get_families()
+def test_one_collector_per_process_serves_every_named_queue() -> None:
+    first = _get_collector()
     Queue[str](name=unique_name())
     Queue[str](name=unique_name())
-    assert _get_families() is first
+    assert _get_collector() is first
+    assert sum(collector is first for collector in registry._collector_to_names) == 1
 
 
-async def test_label_children_are_resolved_once_per_queue(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_series_are_resolved_once_per_queue(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = FakeClock()
     queue = RateLimitingQueue[str](ItemExponentialFailureRateLimiter(), name=unique_name(), clock=clock)
     calls = 0
-    original = MetricWrapperBase.labels
+    original = _Collector.join
 
-    def counting_labels(self: MetricWrapperBase, *args: str, **kwargs: str) -> MetricWrapperBase:
+    def counting_join(self: _Collector, name: str, queue: QueueMetrics[Any]) -> _Series:
         nonlocal calls
         calls += 1
-        return original(self, *args, **kwargs)
+        return original(self, name, queue)
 
-    monkeypatch.setattr(MetricWrapperBase, "labels", counting_labels)
+    monkeypatch.setattr(_Collector, "join", counting_join)
     queue.add("a")
     item = await queue.get()
     queue.add_rate_limited(item)
     queue.done(item)
     clock.step(1)
+    assert sample("workqueue_adds_total", queue_name(queue)) == 2
     assert calls == 0
+
+
+async def test_queues_sharing_a_name_share_its_series() -> None:
+    name = unique_name()
+    clock = FakeClock()
+    first, second = Queue[str](name=name, clock=clock), Queue[str](name=name, clock=clock)
+    first.add("a")
+    second.add("a")
+    assert sample("workqueue_adds_total", name) == 2
+    assert sample("workqueue_depth", name) == 2
+    await first.get()
+    await second.get()
+    clock.step(2)
+    assert sample("workqueue_unfinished_work_seconds", name) == 4
+    assert sample("workqueue_longest_running_processor_seconds", name) == 2
 
 
 async def test_depth_adds_and_durations_follow_the_items() -> None:
@@ -102,6 +125,22 @@ async def test_depth_adds_and_durations_follow_the_items() -> None:
     queue.done(item)
     assert sample("workqueue_work_duration_seconds_sum", name) == 3
     assert sample("workqueue_work_duration_seconds_count", name) == 1
+
+
+async def test_durations_land_in_controller_runtimes_buckets_from_10ns_to_1000s() -> None:
+    name = unique_name()
+    clock = FakeClock()
+    queue = Queue[str](name=name, clock=clock)
+    for seconds in [0.002, 0.01, 5000.0]:
+        queue.add("a")
+        clock.step(seconds)
+        queue.done(await queue.get())
+    buckets = {
+        le: sample("workqueue_queue_duration_seconds_bucket", name, le=le)
+        for le in ["1e-08", "0.001", "0.01", "0.1", "1000.0", "+Inf"]
+    }
+    assert buckets == {"1e-08": 0, "0.001": 0, "0.01": 2, "0.1": 2, "1000.0": 2, "+Inf": 3}
+    assert sample("workqueue_queue_duration_seconds_count", name) == 3
 
 
 async def test_retries_count_adds_with_a_positive_delay() -> None:

@@ -51,27 +51,14 @@ RestartApiserver = Callable[..., Awaitable[None]]
 
 
 @pytest.fixture
-def restart_apiserver(envtest: Environment, monkeypatch: pytest.MonkeyPatch) -> RestartApiserver:
+def restart_apiserver(envtest: Environment) -> RestartApiserver:
     """``await restart_apiserver(compact=False)``: stop kube-apiserver, optionally compact etcd, start it.
-
-    Work-around until envtest keeps the port across restarts: its ``free_port`` probe binds
-    without SO_REUSEADDR, so the old port (in TIME_WAIT after the stop) looks busy and a new
-    port is chosen. kube-apiserver itself binds with SO_REUSEADDR, so reusing it works.
 
     ``start_apiserver`` runs on the main thread (blocking the loop for a few seconds): envtest's
     processes die with the *thread* that started them (PR_SET_PDEATHSIG), and a worker thread of
-    ``asyncio.to_thread`` ends with the test's event loop.
+    ``asyncio.to_thread`` ends with the test's event loop. The apiserver must come back on the
+    same port: the clients under test keep their configuration.
     """
-    from pyctrl.envtest import environment
-
-    real_free_port: Callable[..., int] = vars(environment)["free_port"]
-
-    def same_port(
-        preferred: int | None = None, host: str = "127.0.0.1", avoid: set[int] | None = None
-    ) -> int:
-        return preferred if preferred else real_free_port(preferred, host, avoid)
-
-    monkeypatch.setattr(environment, "free_port", same_port)
 
     async def restart(*, compact: bool = False) -> None:
         url = envtest.server_url

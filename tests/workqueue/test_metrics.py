@@ -180,3 +180,17 @@ async def test_metrics_keep_no_per_item_state_after_done() -> None:
     assert queue._metrics is not None
     assert queue._metrics._add_times == {}
     assert queue._metrics._start_times == {}
+
+
+async def test_a_named_queue_on_the_real_clock_times_its_items() -> None:
+    name = unique_name()
+    queue = Queue[str](name=name)
+    queue.add("a")
+    item = await queue.get()
+    assert sample("workqueue_longest_running_processor_seconds", name) is not None
+    queue.done(item)
+    assert sample("workqueue_queue_duration_seconds_count", name) == 1
+    assert sample("workqueue_work_duration_seconds_count", name) == 1
+    queue_seconds = sample("workqueue_queue_duration_seconds_sum", name)
+    assert queue_seconds is not None
+    assert 0 <= queue_seconds < 60

@@ -76,19 +76,32 @@ def _check_mutation(before: dict[str, Any], after: Any) -> None:
         raise ValueError("mutate must not change the object's name or namespace")
 
 
+async def _fetch_and_mutate(
+    client: Any, obj: ObjT, mutate: Callable[[ObjT], None]
+) -> tuple[ObjT, dict[str, Any] | None]:
+    """Apply ``mutate`` to ``obj``'s current state: (mutated current, its state before).
+
+    When ``obj`` does not exist yet, ``mutate`` is applied to ``obj`` itself, which is created:
+    (created object, None).
+    """
+    current = await _get_into(client, obj)
+    target = obj if current is None else current
+    before = _snapshot(target)
+    mutate(target)
+    _check_mutation(before, target)
+    if current is None:
+        created: ObjT = await client.create(obj)
+        return created, None
+    return current, before
+
+
 async def create_or_update(
     client: Any, obj: ObjT, mutate: Callable[[ObjT], None]
 ) -> tuple[ObjT, OperationResult]:
     """Create or update ``obj`` so that ``mutate`` holds; no write when already so."""
-    current = await _get_into(client, obj)
-    if current is None:
-        before = _snapshot(obj)
-        mutate(obj)
-        _check_mutation(before, obj)
-        return await client.create(obj), OperationResult.CREATED
-    before = _snapshot(current)
-    mutate(current)
-    _check_mutation(before, current)
+    current, before = await _fetch_and_mutate(client, obj, mutate)
+    if before is None:
+        return current, OperationResult.CREATED
     if to_dict(current) == before:
         return current, OperationResult.UNCHANGED
     return await client.update(current), OperationResult.UPDATED
@@ -98,15 +111,9 @@ async def create_or_patch(
     client: Any, obj: ObjT, mutate: Callable[[ObjT], None]
 ) -> tuple[ObjT, OperationResult]:
     """Like ``create_or_update`` with merge patches; a changed ``status`` goes to the status subresource."""
-    current = await _get_into(client, obj)
-    if current is None:
-        before = _snapshot(obj)
-        mutate(obj)
-        _check_mutation(before, obj)
-        return await client.create(obj), OperationResult.CREATED
-    before = _snapshot(current)
-    mutate(current)
-    _check_mutation(before, current)
+    current, before = await _fetch_and_mutate(client, obj, mutate)
+    if before is None:
+        return current, OperationResult.CREATED
     after = to_dict(current)
     status_changed = after.get("status") != before.get("status")
     rest_changed = {k: v for k, v in after.items() if k != "status"} != {

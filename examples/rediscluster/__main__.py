@@ -33,18 +33,7 @@ def parse_args(argv: list[str] | None = None) -> OperatorOptions:
     p.add_argument("--health-probe-bind-address", default=":8081", help="'0' disables")
     p.add_argument("--log-format", choices=("text", "json"), default="text")
     p.add_argument("--max-concurrent-reconciles", type=int, default=4)
-    a = p.parse_args(argv)
-    return OperatorOptions(
-        kubeconfig=a.kubeconfig,
-        namespace=a.namespace,
-        leader_elect=a.leader_elect,
-        leader_election_id=a.leader_election_id,
-        leader_election_namespace=a.leader_election_namespace,
-        metrics_bind_address=a.metrics_bind_address,
-        health_probe_bind_address=a.health_probe_bind_address,
-        log_format=a.log_format,
-        max_concurrent_reconciles=a.max_concurrent_reconciles,
-    )
+    return OperatorOptions(**vars(p.parse_args(argv)))  # flag names are the option names
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,7 +24,7 @@ async def wait_for(what: str, check: Callable[[], Awaitable[T | None]], seconds:
         if result is not None and result is not False:
             return result
         last = result
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.1)  # poll interval (deadline above)
     raise AssertionError(f"timed out after {seconds}s waiting for {what} (last: {last!r})")
 
 

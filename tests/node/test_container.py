@@ -75,7 +75,7 @@ async def until(what: str, check: Callable[[], bool], seconds: float = 10) -> No
     while not check():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.02)  # poll interval (deadline above)
 
 
 async def test_a_crashing_container_restarts_at_once_then_waits_in_crash_loop_back_off(

@@ -62,7 +62,7 @@ async def wait_for_log(path: Path, text: str, seconds: float = 10) -> str:
     while time.monotonic() < deadline:
         if text in (content := read(path)):
             return content
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.02)  # poll interval (deadline above)
     raise AssertionError(f"{text!r} not in {path}: {read(path)!r}")
 
 
@@ -169,7 +169,7 @@ def test_container_processes_die_when_the_node_is_killed(tmp_path: Path) -> None
             spec = Launch("/bin/sleep", ["sleep", "120"], {{}}, d / "c.log", d / "root", d / "s.json")
             p = await start_container(spec)
             print(p.pid, flush=True)
-            await asyncio.sleep(120)
+            await asyncio.sleep(120)  # the child idles until killed (not a poll, no deadline needed)
         asyncio.run(main())
         """
     )
@@ -183,7 +183,7 @@ def test_container_processes_die_when_the_node_is_killed(tmp_path: Path) -> None
         proc.wait(10)
         deadline = time.monotonic() + 10
         while alive(container) and time.monotonic() < deadline:
-            time.sleep(0.02)
+            time.sleep(0.02)  # poll interval (deadline above)
         assert not alive(container)
     finally:
         proc.kill()

@@ -68,7 +68,7 @@ async def _writer(c: Cluster, acked: list[tuple[float, int, str]], stop: asyncio
             finally:
                 await client.aclose()
         except Exception:
-            await asyncio.sleep(0.05)  # master gone: retry against the next recorded master
+            await asyncio.sleep(0.05)  # backoff: master gone, retry against the next recorded one
 
 
 async def _masters_never_two(c: Cluster, violations: list[dict[str, str]], stop: asyncio.Event) -> None:
@@ -76,7 +76,7 @@ async def _masters_never_two(c: Cluster, violations: list[dict[str, str]], stop:
         roles = await c.roles()
         if list(roles.values()).count("master") > 1:
             violations.append(roles)
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.1)  # poll interval of the sampler
 
 
 async def test_a_crashed_master_fails_over_without_losing_acknowledged_writes(

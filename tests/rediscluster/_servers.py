@@ -181,7 +181,7 @@ class RedisServers:
         deadline = time.monotonic() + 5
         left = [pid for s in self.servers for pid in s.pids if pid_running(pid)]
         while left and time.monotonic() < deadline:
-            time.sleep(0.05)
+            time.sleep(0.05)  # poll interval (deadline above)
             left = [pid for pid in left if pid_running(pid)]
         for pid in left:
             os.kill(pid, signal.SIGKILL)

@@ -112,9 +112,9 @@ class Queue(Generic[T]):
         if self._shutting_down:
             return
         entry = (priority, item)
-        queued = self._dirty.setdefault(item, entry)  # one hash lookup in the common case
-        if queued is not entry:
-            if priority > queued[0]:
+        existing = self._dirty.setdefault(item, entry)  # one hash lookup in the common case
+        if existing is not entry:
+            if priority > existing[0]:
                 self._raise_priority(item, priority)
             return
         if self._metrics is not None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import sys
+import threading
 from typing import Any
 
 import pytest
@@ -194,3 +197,39 @@ async def test_a_named_queue_on_the_real_clock_times_its_items() -> None:
     queue_seconds = sample("workqueue_queue_duration_seconds_sum", name)
     assert queue_seconds is not None
     assert 0 <= queue_seconds < 60
+
+
+async def test_scrapes_from_another_thread_run_safely_beside_the_queue() -> None:
+    name = unique_name()
+    queue = Queue[int](name=name)
+    collector = _get_collector()
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def scrape() -> None:
+        while not stop.is_set():
+            try:
+                collector.collect()
+            except BaseException as error:
+                errors.append(error)
+                return
+
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible, mid-scrape
+    scraper = threading.Thread(target=scrape)
+    scraper.start()
+    try:
+        for round_ in range(60):
+            keys = range(round_ * 2000, round_ * 2000 + 2000)
+            for key in keys:
+                queue.add(key)
+            taken = [await queue.get() for _ in keys]  # 2000 items being processed...
+            for key in taken:
+                queue.done(key)  # ...and finished, while the scraper reads
+            await asyncio.sleep(0)
+    finally:
+        stop.set()
+        await asyncio.to_thread(scraper.join)
+        sys.setswitchinterval(switch_interval)
+    assert errors == []
+    assert sample("workqueue_adds_total", name) == 60 * 2000

@@ -21,8 +21,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, TypeVar, overload
 
-import orjson
-
 from pyctrl.client.config import Config
 from pyctrl.client.gvk import GroupVersionKind
 from pyctrl.client.interfaces import ListOptions, ObjectList, Preconditions, PropagationPolicy
@@ -39,12 +37,18 @@ from pyctrl.client.scheme import (
     encode,
     gvk_of,
     kind_gvk,
-    to_dict,
 )
 from pyctrl.client.selectors import FieldSelector, Selector
+from pyctrl.client.subresource import (
+    StatusWriterImpl,
+    SubResourceClientImpl,
+    apply_body,
+    delete_options,
+    write_params,
+)
 from pyctrl.client.watch import RESTListerWatcher, WatchEvent
 
-__all__ = ["ApiClient", "delete_options"]
+__all__ = ["ApiClient"]
 
 T = TypeVar("T", bound=KubeObject)
 ObjT = TypeVar("ObjT", bound=KubeObject | dict[str, Any])
@@ -74,43 +78,6 @@ def decode_list_items(kind: Kind, items: list[dict[str, Any]]) -> list[Any]:
     if isinstance(kind, GroupVersionKind):
         return [_with_type_meta(i, kind) for i in items]
     return [kind.model_validate(i) for i in items]
-
-
-def delete_options(
-    *,
-    propagation_policy: PropagationPolicy | None = None,
-    preconditions: Preconditions | None = None,
-    grace_period_seconds: int | None = None,
-    dry_run: bool = False,
-) -> dict[str, Any]:
-    """A ``metav1.DeleteOptions`` body."""
-    body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
-    if propagation_policy is not None:
-        if propagation_policy not in ("Foreground", "Background", "Orphan"):
-            raise ValueError(
-                f"propagation_policy must be Foreground, Background or Orphan: {propagation_policy!r}"
-            )
-        body["propagationPolicy"] = propagation_policy
-    if preconditions is not None:
-        pre = {"uid": preconditions.uid, "resourceVersion": preconditions.resource_version}
-        body["preconditions"] = {k: v for k, v in pre.items() if v}
-    if grace_period_seconds is not None:
-        body["gracePeriodSeconds"] = grace_period_seconds
-    if dry_run:
-        body["dryRun"] = ["All"]
-    return body
-
-
-def _write_params(dry_run: bool, field_manager: str | None, force: bool | None = None) -> dict[str, Any]:
-    return {"dryRun": "All" if dry_run else None, "fieldManager": field_manager, "force": force}
-
-
-def _apply_body(obj: Object) -> bytes:
-    data = dict(to_dict(obj))
-    meta = dict(data.get("metadata") or {})
-    meta.pop("managedFields", None)
-    data["metadata"] = meta
-    return encode(data)
 
 
 class ApiClient:
@@ -202,7 +169,7 @@ class ApiClient:
         data = await self.transport.request(
             "POST",
             path,
-            params=_write_params(dry_run, field_manager),
+            params=write_params(dry_run, field_manager),
             body=encode(obj),
             content_type="application/json",
         )
@@ -218,7 +185,7 @@ class ApiClient:
         data = await self.transport.request(
             "PUT",
             path,
-            params=_write_params(dry_run, field_manager),
+            params=write_params(dry_run, field_manager),
             body=encode(obj),
             content_type="application/json",
         )
@@ -262,7 +229,7 @@ class ApiClient:
         data = await self.transport.request(
             "PATCH",
             path,
-            params=_write_params(dry_run, field_manager, force),
+            params=write_params(dry_run, field_manager, force),
             body=body,
             content_type=patch_type.value,
         )
@@ -274,7 +241,7 @@ class ApiClient:
         return await self._patch(
             obj,
             patch_type=PatchType.APPLY,
-            body=_apply_body(obj),
+            body=apply_body(obj),
             subresource=None,
             dry_run=dry_run,
             field_manager=field_manager,
@@ -331,15 +298,15 @@ class ApiClient:
         )
 
     # -- Status and subresources ------------------------------------------------------------------
-    def status(self) -> _StatusWriter:
+    def status(self) -> StatusWriterImpl:
         """The ``status`` subresource writer (controller-runtime ``Status()``)."""
-        return _StatusWriter(self)
+        return StatusWriterImpl(self)
 
-    def subresource(self, name: str) -> _SubResourceClient:
+    def subresource(self, name: str) -> SubResourceClientImpl:
         """A client for any subresource (controller-runtime ``SubResource(name)``)."""
         if not name or "/" in name:
             raise ValueError(f"invalid subresource name {name!r}")
-        return _SubResourceClient(self, name)
+        return SubResourceClientImpl(self, name)
 
     # -- Watch ------------------------------------------------------------------------------------
     async def list_watcher(self, kind: Kind, options: ListOptions) -> RESTListerWatcher:
@@ -371,75 +338,3 @@ class ApiClient:
         lw = await self.list_watcher(kind, ListOptions.build(**options))
         async for event in lw.watch(resource_version=resource_version, timeout_seconds=timeout_seconds):
             yield WatchEvent(event.type, decode(kind, _with_type_meta(event.object, kind_gvk(kind))))
-
-
-class _StatusWriter:
-    """``client.status()``: writes go to ``<object>/status``; the response is the whole object."""
-
-    def __init__(self, client: ApiClient) -> None:
-        self._client = client
-
-    async def update(self, obj: ObjT, *, dry_run: bool = False, field_manager: str | None = None) -> ObjT:
-        return await self._client._put(obj, "status", dry_run, field_manager)
-
-    async def patch(
-        self,
-        obj: ObjT,
-        patch: Patch,
-        *,
-        dry_run: bool = False,
-        field_manager: str | None = None,
-        force: bool | None = None,
-    ) -> ObjT:
-        return await self._client._patch(
-            obj,
-            patch_type=patch.patch_type,
-            body=patch.data(obj),
-            subresource="status",
-            dry_run=dry_run,
-            field_manager=field_manager,
-            force=force,
-        )
-
-    async def apply(
-        self, obj: ObjT, *, field_manager: str, force: bool = False, dry_run: bool = False
-    ) -> ObjT:
-        return await self._client._patch(
-            obj,
-            patch_type=PatchType.APPLY,
-            body=_apply_body(obj),
-            subresource="status",
-            dry_run=dry_run,
-            field_manager=field_manager,
-            force=force,
-        )
-
-
-class _SubResourceClient:
-    """``client.subresource(name)``: bodies are the subresource's own type (e.g. ``Scale``)."""
-
-    def __init__(self, client: ApiClient, name: str) -> None:
-        self._client, self._name = client, name
-
-    async def _send(self, method: str, obj: Object, body: bytes, content_type: str, dry_run: bool) -> bytes:
-        path = await self._client._object_path(obj, self._name)
-        return await self._client.transport.request(
-            method, path, params=_write_params(dry_run, None), body=body, content_type=content_type
-        )
-
-    async def get(self, obj: Object, into: type[T]) -> T:
-        path = await self._client._object_path(obj, self._name)
-        return into.model_validate_json(await self._client.transport.request("GET", path))
-
-    async def create(self, obj: Object, body: Object, *, dry_run: bool = False) -> dict[str, Any]:
-        data = await self._send("POST", obj, encode(body), "application/json", dry_run)
-        result: dict[str, Any] = orjson.loads(data) if data else {}
-        return result
-
-    async def update(self, obj: Object, body: T, *, dry_run: bool = False) -> T:
-        data = await self._send("PUT", obj, encode(body), "application/json", dry_run)
-        return type(body).model_validate_json(data)
-
-    async def patch(self, obj: Object, patch: Patch, into: type[T], *, dry_run: bool = False) -> T:
-        data = await self._send("PATCH", obj, patch.data(obj), patch.patch_type.value, dry_run)
-        return into.model_validate_json(data)

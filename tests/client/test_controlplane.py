@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,12 +38,27 @@ async def test_an_unknown_kind_raises_unknown_kind_naming_what_is_served(
         await api.list(GroupVersionKind("nothing.example.com", "v1", "Thing"), namespace=namespace)
 
 
-async def test_a_crd_installed_after_startup_is_found_by_refreshing_discovery(
-    api: ApiClient, namespace: str
+async def test_a_kind_added_after_its_group_version_was_cached_is_found_by_refreshing_discovery(
+    api: ApiClient, envtest: Environment
 ) -> None:
-    # the mapper cached test.pyctrl.io/v1 before: a lookup of its kind still succeeds
-    await api.list(Widget, namespace=namespace)
-    assert (await api.mapping(Widget)).resource.resource == "widgets"
+    gadget = GroupVersionKind("test.pyctrl.io", "v1", "Gadget")
+    await api.mapping(Widget)  # caches test.pyctrl.io/v1 without Gadget
+    if not any(m.kind == "Gadget" for m in await _served(api)):
+        await asyncio.to_thread(envtest.install_crds, [Path(__file__).with_name("gadgets-crd.yaml")])
+    mapping = await api.mapping(gadget)
+    assert mapping.resource.resource == "gadgets"
+    assert mapping.namespaced is False
+    body: dict[str, Any] = {"apiVersion": "test.pyctrl.io/v1", "kind": "Gadget", "metadata": {"name": "g1"}}
+    created = await api.create(body)
+    try:
+        assert (await api.get(gadget, "g1"))["metadata"]["uid"] == created["metadata"]["uid"]
+    finally:
+        await api.delete(created)
+
+
+async def _served(api: ApiClient) -> list[GroupVersionKind]:
+    doc = await api.transport.request_json("GET", "/apis/test.pyctrl.io/v1")
+    return [GroupVersionKind("test.pyctrl.io", "v1", r["kind"]) for r in doc["resources"]]
 
 
 async def test_schema_violations_raise_invalid_with_field_causes(api: ApiClient, namespace: str) -> None:

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import types
 
 import pytest
+
+from pyctrl.cache import Cache
+from pyctrl.client import ApiClient, Client, Reader, Writer
+from pyctrl.client.fake import FakeClient
+from pyctrl.client.split import SplitClient
 
 PUBLIC = ["pyctrl.client", "pyctrl.cache", "pyctrl.client.fake", "pyctrl.client.objects"]
 
@@ -43,3 +49,28 @@ def test_the_core_names_are_public() -> None:
         assert name in client.__all__
     for name in ("Cache", "Informer", "DeletedFinalStateUnknown", "Store", "Watcher", "ByObject"):
         assert name in cache.__all__
+
+
+def _static_conformance(api: ApiClient, fake: FakeClient, split: SplitClient, cache: Cache) -> list[Reader]:
+    """mypy checks that every implementation satisfies the protocols (never called)."""
+    clients: list[Client] = [api, fake, split]
+    return [*clients, cache]
+
+
+@pytest.mark.parametrize("impl", [ApiClient, FakeClient, SplitClient])
+def test_every_client_implements_every_protocol_method_with_the_same_parameters(impl: type) -> None:
+    for proto in (Reader, Writer):
+        for name, member in vars(proto).items():
+            if name.startswith("_") or not callable(member):
+                continue
+            ours = getattr(impl, name)
+            assert inspect.iscoroutinefunction(ours) or inspect.isasyncgenfunction(ours), (
+                f"{impl.__name__}.{name}"
+            )
+            theirs = inspect.signature(member).parameters
+            mine = inspect.signature(ours).parameters
+            if list(theirs) == ["args", "kwds"] or any(p.kind is p.VAR_KEYWORD for p in mine.values()):
+                continue  # overloaded: mypy checks these signatures (see _static_conformance)
+            assert list(mine) == list(theirs), f"{impl.__name__}.{name}"
+    for name in ("status", "subresource"):
+        assert callable(getattr(impl, name))

@@ -46,7 +46,8 @@ from pyctrl.client.errors import (
     NotFound,
     UnsupportedMediaType,
 )
-from pyctrl.client.fake.tracker import Path, Tracker, leaf_paths, merge_applied, remove_path, value_at
+from pyctrl.client.fake.ssa import server_side_apply
+from pyctrl.client.fake.tracker import Tracker, leaf_paths, value_at
 from pyctrl.client.gvk import GroupVersionKind
 from pyctrl.client.interfaces import ListOptions, ObjectList, Preconditions
 from pyctrl.client.objects import (
@@ -105,10 +106,6 @@ def _status(reason: str, code: int, message: str, **details: Any) -> dict[str, A
         "message": message,
         "details": details,
     }
-
-
-def _path_str(path: Path) -> str:
-    return "." + ".".join(path)
 
 
 class FakeCore:
@@ -265,9 +262,9 @@ class FakeCore:
         rv = (new.get("metadata") or {}).get("resourceVersion")
         if rv and rv != cur["metadata"]["resourceVersion"]:
             raise self.conflict(gvk, key[1])
-        result = self._merge(gvk, cur, new, status)
+        result = self.merge_write(gvk, cur, new, status)
         self._own(gvk, key, cur, result, manager)
-        return self._finish_write(gvk, key, cur, result, dry_run)
+        return self.finish_write(gvk, key, cur, result, dry_run)
 
     def _patched(
         self, gvk: GroupVersionKind, cur: dict[str, Any], obj: Object, patch: Patch
@@ -293,7 +290,7 @@ class FakeCore:
             raise Invalid(_status("Invalid", 422, f"the patch cannot be applied: {exc}")) from exc
         raise ValueError(f"use apply() for {patch.patch_type}")
 
-    def _merge(
+    def merge_write(
         self, gvk: GroupVersionKind, cur: dict[str, Any], new: dict[str, Any], status: bool
     ) -> dict[str, Any]:
         if status:
@@ -317,7 +314,7 @@ class FakeCore:
                 result.pop("status", None)
         return result
 
-    def _finish_write(
+    def finish_write(
         self, gvk: GroupVersionKind, key: Key, cur: dict[str, Any], result: dict[str, Any], dry_run: bool
     ) -> dict[str, Any]:
         spec_changed = any(
@@ -358,52 +355,8 @@ class FakeCore:
             owners.setdefault(manager or "unknown", set()).update(changed)
 
     def apply(self, obj: Object, *, manager: str, force: bool, status: bool, dry_run: bool) -> dict[str, Any]:
-        """Server-side apply with field ownership (see :mod:`.tracker`)."""
-        gvk, applied = gvk_of(obj), copy.deepcopy(to_dict(obj))
-        applied.get("metadata", {}).pop("managedFields", None)
-        key = self.key_of(gvk, applied.get("metadata") or {})
-        paths = set(leaf_paths(applied))
-        cur = self.tracker.get(gvk, key)
-        if cur is None:
-            if status:
-                raise self.not_found(gvk, key[1])
-            applied.get("metadata", {}).pop("resourceVersion", None)
-            created = self.create(applied, dry_run=dry_run, manager=None)
-            if not dry_run:
-                self.tracker.managers[(gvk, key)] = {manager: paths}
-            return created
-        owners = self.tracker.managers.setdefault((gvk, key), {})
-        conflicts = sorted(
-            (m, p)
-            for p in paths
-            if value_at(cur, p) not in (value_at(applied, p), _ABSENT)
-            for m, owned in owners.items()
-            if m != manager and p in owned
-        )
-        if conflicts and not force:
-            causes = [
-                {"reason": "FieldManagerConflict", "message": f'conflict with "{m}"', "field": _path_str(p)}
-                for m, p in conflicts
-            ]
-            lines = "\n".join(f'- conflict with "{m}": {_path_str(p)}' for m, p in conflicts)
-            raise Conflict(
-                _status(
-                    "Conflict", 409, f"Apply failed with {len(conflicts)} conflicts:\n{lines}", causes=causes
-                )
-            )
-        result = merge_applied(cur, applied)
-        for stale in owners.get(manager, set()) - paths:
-            if not any(stale in owned for m, owned in owners.items() if m != manager):
-                remove_path(result, stale)
-        if not dry_run:
-            for m, p in conflicts:
-                owners[m].discard(p)
-            owners[manager] = paths
-        rv = applied.get("metadata", {}).get("resourceVersion")
-        if rv and rv != cur["metadata"]["resourceVersion"]:
-            raise self.conflict(gvk, key[1])
-        result = self._merge(gvk, cur, result, status)
-        return self._finish_write(gvk, key, cur, result, dry_run)
+        """Server-side apply (see :mod:`.ssa`)."""
+        return server_side_apply(self, obj, manager=manager, force=force, status=status, dry_run=dry_run)
 
     def delete(self, obj: Object, *, preconditions: Preconditions | None, dry_run: bool) -> None:
         gvk = gvk_of(obj)
@@ -431,9 +384,6 @@ class FakeCore:
             return
         meta["resourceVersion"] = self.tracker.next_rv()
         self.tracker.remove(gvk, key, cur)
-
-
-_ABSENT: Any = value_at({}, ("x",))
 
 
 def _without_rv(obj: dict[str, Any]) -> dict[str, Any]:

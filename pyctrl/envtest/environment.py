@@ -285,6 +285,8 @@ class Environment:
         )
         self._connect()
         self._wait(proc, "kube-apiserver /readyz", self._apiserver_ready)
+        if self.state_file.exists():  # a restart: record the new pid, or stop would miss it
+            self._save_state()
 
     def _write_admin_kubeconfig(self) -> None:
         cert, key = self.pki.client_cert("admin", ("system:masters",))
@@ -302,6 +304,8 @@ class Environment:
         proc = self.processes.pop("kube-apiserver", None)
         if proc is not None:
             proc.stop()
+        if self.state_file.exists():
+            self._save_state()
 
     def _connect(self) -> None:
         cert, key = self.pki.client_cert("admin", ("system:masters",))

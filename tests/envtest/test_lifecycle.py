@@ -145,3 +145,17 @@ def test_a_failing_build_names_the_step_and_the_log(tmp_path: Path) -> None:
     log = tmp_path / "cache" / "controlplane" / "v1.36.3" / "build.log"
     assert f"see {log}" in result.stderr
     assert log.exists()
+
+
+def test_an_apiserver_restarted_through_attach_is_still_stopped_by_the_cli(state_dir: Path) -> None:
+    assert envtest_cli("start", "--state-dir", str(state_dir), "--no-local-node").returncode == 0
+    env = Environment.attach(state_dir)
+    old = env.pids()["kube-apiserver"]
+    env.stop_apiserver()
+    env.start_apiserver()
+    new = Environment.attach(state_dir).pids()["kube-apiserver"]
+    assert new != old
+    assert pid_alive(new)
+    assert env.http.get("/version")["gitVersion"].startswith("v1.")
+    assert envtest_cli("stop", "--state-dir", str(state_dir)).returncode == 0
+    assert not pid_alive(new)

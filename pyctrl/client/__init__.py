@@ -82,6 +82,7 @@ from pyctrl.client.patch import MergeFrom, Patch, PatchType, RawPatch
 from pyctrl.client.restmapper import DiscoveryRESTMapper, RESTMapper, RESTMapping, StaticRESTMapper
 from pyctrl.client.scheme import Kind, Object, Scheme, default_scheme
 from pyctrl.client.selectors import FieldSelector, Selector
+from pyctrl.client.split import SplitClient
 from pyctrl.client.watch import ListerWatcher, RawEvent, RawList, WatchEvent
 
 __all__ = [
@@ -146,6 +147,7 @@ __all__ = [
     "ServerTimeout",
     "Service",
     "ServiceUnavailable",
+    "SplitClient",
     "StatefulSet",
     "StaticRESTMapper",
     "StatusCause",

@@ -285,3 +285,14 @@ async def test_writes_never_modify_their_argument(backend: Backend) -> None:
     before = obj.model_dump()
     await backend.client.create(obj)
     assert obj.model_dump() == before
+
+
+async def test_delete_options_are_accepted_and_background_deletion_removes_the_object(
+    backend: Backend,
+) -> None:
+    created = await backend.client.create(cm(backend.namespace, "bg"))
+    await backend.client.delete(created, propagation_policy="Background", grace_period_seconds=0)
+    with pytest.raises(NotFound):
+        await backend.client.get(ConfigMap, "bg", namespace=backend.namespace)
+    with pytest.raises(ValueError, match="propagation_policy"):
+        await backend.client.delete(created, propagation_policy="Sometimes")  # type: ignore[arg-type]

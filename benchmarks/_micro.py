@@ -26,19 +26,19 @@ def run_micro(names: tuple[str, ...] = MICRO) -> tuple[dict[str, float], dict[st
             print(f"bench: {outputs[name]}", flush=True)
             continue
         print(f"bench: running benchmarks/{name}.py", flush=True)
-        done = subprocess.run(
-            [sys.executable, "-m", f"benchmarks.{name}"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        print(done.stdout, end="", flush=True)
-        outputs[name] = done.stdout
-        if done.returncode != 0:
-            print(done.stderr[-2000:], end="", file=sys.stderr)
-            outputs[name] += f"\n(exit {done.returncode})"
-        for line in done.stdout.splitlines():
+        with subprocess.Popen(
+            [sys.executable, "-m", f"benchmarks.{name}"], cwd=REPO, stdout=subprocess.PIPE, text=True
+        ) as proc:
+            assert proc.stdout is not None
+            lines = []
+            for line in proc.stdout:  # passed through as it comes: these take minutes
+                print(line, end="", flush=True)
+                lines.append(line)
+        outputs[name] = "".join(lines)
+        if proc.returncode != 0:
+            outputs[name] += f"\n(exit {proc.returncode})"
+            print(f"bench: benchmarks/{name}.py failed (exit {proc.returncode})", flush=True)
+        for line in lines:
             parts = line.split()
             if len(parts) == 3 and parts[0] == "RATIO":
                 try:

@@ -296,3 +296,14 @@ async def test_delete_options_are_accepted_and_background_deletion_removes_the_o
         await backend.client.get(ConfigMap, "bg", namespace=backend.namespace)
     with pytest.raises(ValueError, match="propagation_policy"):
         await backend.client.delete(created, propagation_policy="Sometimes")  # type: ignore[arg-type]
+
+
+async def test_status_apply_changes_only_the_status(backend: Backend) -> None:
+    w = await backend.client.create(widget(backend.namespace, "sa", color="red"))
+    w.spec = WidgetSpec(color="blue")
+    w.status = WidgetStatus(phase="Ready")
+    w.metadata.managed_fields = None
+    w.metadata.resource_version = None
+    applied = await backend.client.status().apply(w, field_manager="ctrl")
+    assert applied.spec == WidgetSpec(color="red")
+    assert applied.status == WidgetStatus(phase="Ready")

@@ -46,6 +46,16 @@ def server_side_apply(
     gvk, applied = gvk_of(obj), copy.deepcopy(to_dict(obj))
     applied.get("metadata", {}).pop("managedFields", None)
     key = core.key_of(gvk, applied.get("metadata") or {})
+    if status:  # the status subresource takes only the status from an applied configuration
+        meta = applied.get("metadata") or {}
+        applied = {
+            "apiVersion": applied.get("apiVersion"),
+            "kind": applied.get("kind"),
+            "metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion") if k in meta},
+            **({"status": applied["status"]} if "status" in applied else {}),
+        }
+    elif core.has_status(gvk):  # and the main resource ignores it
+        applied.pop("status", None)
     paths = set(leaf_paths(applied))
     cur = core.tracker.get(gvk, key)
     if cur is None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import pytest
 
 from pyctrl.client import rest
@@ -17,8 +20,8 @@ async def test_the_burst_passes_at_once_and_then_requests_wait_one_token_interva
         slept.append(seconds)
         now[0] += seconds
 
-    monkeypatch.setattr(rest.time, "monotonic", lambda: now[0])
-    monkeypatch.setattr(rest.asyncio, "sleep", fake_sleep)
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(asyncio, "sleep", fake_sleep)
     bucket = rest.TokenBucket(qps=10.0, burst=3)
     for _ in range(3):
         await bucket.acquire()

@@ -28,14 +28,13 @@ table-driven unit test. REFERENCE "Redis failover essentials" rules and where th
   (:func:`switchover`, ``FAILOVER TO``) first.
 
 Plans are deterministic (same inputs, same plan) and a converged cluster yields an empty plan.
+The data types (observations, actions, :class:`DownDetector`) live in ``topology_types`` and are
+re-exported here.
 """
 
 from __future__ import annotations
 
-import enum
-import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 __all__ = [
     "NULL_REPLID",
@@ -63,203 +62,25 @@ __all__ = [
     "switchover",
 ]
 
-NULL_REPLID = "0" * 40
-
-
-class Role(enum.StrEnum):
-    MASTER = "master"
-    REPLICA = "replica"
-
-
-@dataclass(frozen=True, slots=True)
-class RedisFacts:
-    """What one Redis answered (INFO replication/server/persistence/keyspace)."""
-
-    role: Role
-    run_id: str
-    master_replid: str
-    master_replid2: str = NULL_REPLID
-    master_repl_offset: int = 0
-    slave_repl_offset: int | None = None  # processed offset; replicas only
-    master_host: str | None = None
-    master_port: int | None = None
-    master_link_up: bool = False
-    master_link_down_since_seconds: float | None = None  # math.inf: never connected
-    replica_priority: int = 100
-    connected_replicas: int = 0
-    keys: int = 0
-    loading: bool = False
-    uptime_seconds: int = 0
-    failover_state: str = "no-failover"
-    online_replicas: frozenset[tuple[str, int]] = frozenset()  # (ip, port) the master lists online
-
-    @property
-    def offset(self) -> int:
-        return self.slave_repl_offset if self.slave_repl_offset is not None else self.master_repl_offset
-
-
-@dataclass(frozen=True, slots=True)
-class NodeObservation:
-    """One pod: Kubernetes facts plus ``redis`` (None when Redis gave no valid reply in time)."""
-
-    pod: str
-    ordinal: int
-    ip: str | None
-    port: int = 6379
-    pod_ready: bool = False
-    label: str | None = None  # current value of the pod's role label
-    terminating: bool = False
-    redis: RedisFacts | None = None
-
-    @property
-    def reachable(self) -> bool:
-        return self.redis is not None and self.ip is not None
-
-    @property
-    def role(self) -> Role | None:
-        return self.redis.role if self.redis is not None else None
-
-    def follows(self, master: NodeObservation) -> bool:
-        """True when this replica is configured to replicate from ``master``'s current address."""
-        r = self.redis
-        return (
-            r is not None
-            and r.role is Role.REPLICA
-            and master.ip is not None
-            and (r.master_host, r.master_port) == (master.ip, master.port)
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterState:
-    """The decision recorded in status: who is master, and the failover epoch that chose it."""
-
-    current_master: str | None = None
-    master_epoch: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Policy:
-    """The spec fields that drive decisions."""
-
-    down_after: float = 5.0  # seconds (spec downAfterMilliseconds / 1000)
-    enable_auto_failover: bool = True
-    link_down_factor: float = 10.0  # Sentinel: replicas disconnected > 10 x down-after are skipped
-
-
-# Actions, carried out in plan order; the executor stops at the first failure and requeues.
-# RecordMaster: persist status currentMaster=pod, masterEpoch=epoch before any later action.
-# Promote: REPLICAOF NO ONE, then verify role:master. ReplicaOf / Demote: REPLICAOF <master>;
-# Demote is for a node that is a master now (a returning old master, a fresh pod at bootstrap).
-# Switchover: planned handover, FAILOVER TO <to> FORCE TIMEOUT sent to the live old master <pod>.
-# SetLabel: the pod's role label. Wait: nothing safe to do now; requeue and observe again.
-
-
-@dataclass(frozen=True, slots=True)
-class RecordMaster:
-    pod: str
-    epoch: int
-
-
-@dataclass(frozen=True, slots=True)
-class Promote:
-    pod: str
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaOf:
-    pod: str
-    master: str
-
-
-@dataclass(frozen=True, slots=True)
-class Demote:
-    pod: str
-    master: str
-
-
-@dataclass(frozen=True, slots=True)
-class Switchover:
-    pod: str
-    to: str
-
-
-@dataclass(frozen=True, slots=True)
-class SetLabel:
-    pod: str
-    role: Role
-
-
-@dataclass(frozen=True, slots=True)
-class Wait:
-    reason: str
-
-
-Action = RecordMaster | Promote | ReplicaOf | Demote | Switchover | SetLabel | Wait
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    actions: tuple[Action, ...] = ()
-
-    @property
-    def converged(self) -> bool:
-        return not self.actions
-
-
-@dataclass(frozen=True, slots=True)
-class ScaleDown:
-    """Pods a scale-in removes; when the master is among them, switch over to ``failover_to`` first."""
-
-    victims: tuple[str, ...]
-    fail_over_first: bool = False
-    failover_to: str | None = None
-
-
-class DownDetector:
-    """Probe history of one endpoint. Pure: callers pass the times (from an injected clock).
-
-    ``unhealthy_for(now)`` is 0 while the latest sample is valid, else the time since the last valid
-    reply (or, when none was ever valid, since ``since``: when watching began, e.g. when a probe that
-    then hung was sent; default the first sample). One bad probe therefore never makes an endpoint
-    down: it is down only once no valid reply came for the whole ``down_after`` window.
-    """
-
-    __slots__ = ("_first", "_last_at", "_last_ok", "_latest_ok")
-
-    def __init__(self, since: float | None = None) -> None:
-        self._first: float | None = since
-        self._last_at = -math.inf
-        self._last_ok: float | None = None
-        self._latest_ok = True
-
-    @property
-    def last_valid_reply(self) -> float | None:
-        return self._last_ok
-
-    @property
-    def answering(self) -> bool:
-        """False while the latest sample was not a valid reply (True before any sample)."""
-        return self._latest_ok
-
-    def record(self, at: float, ok: bool) -> None:
-        if at < self._last_at:
-            return  # a late sample never overrides a newer one
-        if self._first is None:
-            self._first = at
-        self._last_at = at
-        self._latest_ok = ok
-        if ok:
-            self._last_ok = at
-
-    def unhealthy_for(self, now: float) -> float:
-        if self._latest_ok:  # also before any sample
-            return 0.0
-        since = self._last_ok if self._last_ok is not None else self._first
-        return max(0.0, now - since) if since is not None else 0.0
-
-    def is_down(self, now: float, down_after: float) -> bool:
-        return not self._latest_ok and self.unhealthy_for(now) >= down_after
+from examples.rediscluster.topology_types import (
+    NULL_REPLID,
+    Action,
+    ClusterState,
+    Demote,
+    DownDetector,
+    NodeObservation,
+    Plan,
+    Policy,
+    Promote,
+    RecordMaster,
+    RedisFacts,
+    ReplicaOf,
+    Role,
+    ScaleDown,
+    SetLabel,
+    Switchover,
+    Wait,
+)
 
 
 def _index(observations: Iterable[NodeObservation]) -> dict[str, NodeObservation]:

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, cast
 
 import pytest
 
 from pyctrl.cache import ByObject, Cache, CacheError, CacheNotStarted, FieldNotIndexed, ListWatchSource
-from pyctrl.client import ApiClient, ConfigMap, GroupVersionKind, NotFound, ObjectMeta, UnknownKind
+from pyctrl.client import (
+    AlreadyExists,
+    ApiClient,
+    ConfigMap,
+    GroupVersionKind,
+    Namespace,
+    NotFound,
+    ObjectMeta,
+    UnknownKind,
+)
 from pyctrl.client.split import SplitClient
 from tests.client.support import Backend, Widget, WidgetSpec, eventually
 
@@ -164,3 +174,12 @@ async def test_the_split_client_reads_uncached_kinds_and_unstructured_objects_fr
         raw = await client.get(GroupVersionKind("", "v1", "ConfigMap"), "raw", namespace=ns)
         assert raw["metadata"]["name"] == "raw"
         assert cache._kinds == {}
+
+
+async def test_cluster_scoped_kinds_are_read_without_a_namespace(backend: Backend) -> None:
+    with contextlib.suppress(AlreadyExists):  # the real namespace exists, the fake's not yet
+        await backend.client.create(Namespace(metadata=ObjectMeta(name=backend.namespace)))
+    async with cache_of(backend) as cache:
+        got = await cache.get(Namespace, backend.namespace)
+        assert got.name == backend.namespace
+        assert backend.namespace in [n.name for n in await cache.list(Namespace)]

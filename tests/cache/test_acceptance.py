@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pyctrl.cache import Cache
-from pyctrl.client import ApiClient, ConfigMap, ObjectMeta
+from pyctrl.cache import Cache, CacheSyncTimeout
+from pyctrl.client import ApiClient, ConfigMap, ObjectMeta, load_kubeconfig
+from pyctrl.envtest import Environment
 from tests.cache.support import Recorder, informer_for
 from tests.client.conftest import RestartApiserver
 from tests.client.support import Backend, eventually
@@ -82,3 +83,13 @@ async def test_both_initial_list_modes_sync_the_same_content(real_backend: Backe
         assert informer.watcher.watch_list is watch_list
         live = {c.name for c in await client.list(ConfigMap, namespace=ns)}
         assert {k[1] for k in informer.store.all_keys()} == live
+
+
+async def test_a_kind_the_identity_may_not_list_fails_the_read_with_cache_sync_timeout(
+    envtest: Environment, namespace: str
+) -> None:
+    kubeconfig = envtest.add_user("cache-nobody")
+    client = ApiClient(await load_kubeconfig(kubeconfig))
+    async with client, Cache(client, sync_timeout=2) as cache:
+        with pytest.raises(CacheSyncTimeout, match="did not sync"):
+            await cache.get(ConfigMap, "x", namespace=namespace)

@@ -30,7 +30,8 @@ from examples.rediscluster import redis_admin
 from examples.rediscluster.api import RedisCluster, RedisClusterPhase, RedisClusterStatus
 from examples.rediscluster.children import ensure
 from examples.rediscluster.prober import ClusterKey, Endpoint, HealthProber
-from examples.rediscluster.resources import REDIS_PORT, ROLE_LABEL, InvalidSpec, desired_children, labels
+from examples.rediscluster.resources import REDIS_PORT, ROLE_LABEL, InvalidSpec, desired_children
+from examples.rediscluster.status import observed_status
 from examples.rediscluster.topology import (
     ClusterState,
     Demote,
@@ -40,7 +41,6 @@ from examples.rediscluster.topology import (
     Promote,
     RecordMaster,
     ReplicaOf,
-    Role,
     SetLabel,
     Switchover,
     Wait,
@@ -51,7 +51,6 @@ from examples.rediscluster.topology import (
 from pyctrl import Request, Result, TerminalError
 from pyctrl.client import Pod, Secret
 from pyctrl.client.errors import NotFound
-from pyctrl.client.objects import Condition
 from pyctrl.client.patch import MergeFrom, PatchType, RawPatch
 from pyctrl.controllerutil import add_finalizer, remove_finalizer, set_controller_reference
 from pyctrl.log import get_logger
@@ -355,67 +354,15 @@ class RedisClusterReconciler:
     ) -> RedisClusterPhase:
         """Write the observed status when it changed; return the phase."""
         old = cluster.status or RedisClusterStatus()
-        master = old.current_master
-        m = next((n for n in observed.nodes if n.pod == master), None)
-        ready = 0
-        for n in observed.nodes:
-            if not n.pod_ready or n.redis is None or m is None:
-                continue
-            if (n.pod == master and n.redis.role is Role.MASTER) or (n.follows(m) and n.redis.master_link_up):
-                ready += 1
-        desired = cluster.spec.replicas
-        if master is None or m is None or m.redis is None or m.redis.role is not Role.MASTER:
-            # The master is not serving: a failover is due unless the cluster never ran yet.
-            never_ran = old.phase is RedisClusterPhase.INITIALIZING
-            phase = RedisClusterPhase.INITIALIZING if never_ran else RedisClusterPhase.FAILOVER
-        elif ready >= desired and the_plan.converged:
-            phase = RedisClusterPhase.RUNNING
-        else:
-            phase = RedisClusterPhase.DEGRADED
-        conditions = [
-            self._condition(
-                old,
-                "Ready",
-                phase is RedisClusterPhase.RUNNING,
-                "AllReplicasReady" if phase is RedisClusterPhase.RUNNING else phase.value,
-                f"{ready}/{desired} pods ready and replicating",
-            ),
-            self._condition(
-                old,
-                "Degraded",
-                phase is RedisClusterPhase.DEGRADED,
-                "ReplicasNotReady" if phase is RedisClusterPhase.DEGRADED else "AsExpected",
-                f"{ready}/{desired} pods ready and replicating",
-            ),
-        ]
-        new = old.model_copy(
-            update={
-                "phase": phase,
-                "ready_replicas": ready,
-                "observed_generation": cluster.metadata.generation,
-                "conditions": conditions,
-                "selector": ",".join(
-                    f"{k}={v}"
-                    for k, v in sorted(labels(cluster).items())
-                    if k != "app.kubernetes.io/managed-by"
-                ),
-            }
-        )
+        new = observed_status(cluster, observed.nodes, the_plan.converged, _now())
         if new.model_dump(exclude={"last_sync_timestamp"}) == old.model_dump(exclude={"last_sync_timestamp"}):
-            return phase  # nothing changed: no write (lastSyncTimestamp marks the last status change)
+            return new.phase  # nothing changed: no write (lastSyncTimestamp marks the last status change)
         new.last_sync_timestamp = _now()
         before = cluster.model_copy(deep=True)
         cluster.status = new
         # A Conflict (stale read) propagates: the controller requeues it without an error log.
         await self.client.status().patch(cluster, MergeFrom(before, optimistic_lock=True))
-        return phase
-
-    @staticmethod
-    def _condition(old: RedisClusterStatus, type_: str, status: bool, reason: str, message: str) -> Condition:
-        value = "True" if status else "False"
-        prev = next((c for c in old.conditions if c.type == type_), None)
-        since = prev.last_transition_time if prev is not None and prev.status == value else _now()
-        return Condition(type=type_, status=value, reason=reason, message=message, last_transition_time=since)
+        return new.phase
 
     # -- deletion ------------------------------------------------------------------------------
     async def _finalize(self, cluster: RedisCluster) -> Result:

@@ -1,0 +1,78 @@
+"""The RedisCluster status the operator reports: a pure function of what it observed.
+
+- ``readyReplicas``: pods that are Ready and are the recorded master (answering as master) or a
+  replica of it with its link up;
+- ``phase``: Initializing until the first master serves; Failover while the recorded master does
+  not serve (after it once did); Running when every pod is ready and the plan is converged;
+  Degraded otherwise;
+- conditions Ready and Degraded (metav1.Condition); a condition keeps its lastTransitionTime
+  while its status does not change, so a converged cluster's status stays byte-for-byte the same
+  and costs no write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from examples.rediscluster.api import RedisCluster, RedisClusterPhase, RedisClusterStatus
+from examples.rediscluster.resources import selector
+from examples.rediscluster.topology import NodeObservation, Role
+from pyctrl.client.objects import Condition
+
+__all__ = ["observed_status"]
+
+
+def _ready_count(nodes: Sequence[NodeObservation], master: str | None) -> int:
+    m = next((n for n in nodes if n.pod == master), None)
+    if m is None:
+        return 0
+    ready = 0
+    for n in nodes:
+        if not n.pod_ready or n.redis is None:
+            continue
+        if (n.pod == master and n.redis.role is Role.MASTER) or (n.follows(m) and n.redis.master_link_up):
+            ready += 1
+    return ready
+
+
+def _condition(
+    old: RedisClusterStatus, type_: str, status: bool, reason: str, message: str, *, now: str
+) -> Condition:
+    value = "True" if status else "False"
+    prev = next((c for c in old.conditions if c.type == type_), None)
+    since = prev.last_transition_time if prev is not None and prev.status == value else now
+    return Condition(type=type_, status=value, reason=reason, message=message, last_transition_time=since)
+
+
+def observed_status(
+    cluster: RedisCluster, nodes: Sequence[NodeObservation], converged: bool, now: str
+) -> RedisClusterStatus:
+    """The status to report (``lastSyncTimestamp`` unchanged: the caller sets it on a write)."""
+    old = cluster.status or RedisClusterStatus()
+    master = old.current_master
+    m = next((n for n in nodes if n.pod == master), None)
+    ready, desired = _ready_count(nodes, master), cluster.spec.replicas
+    if m is None or m.redis is None or m.redis.role is not Role.MASTER:
+        never_ran = old.phase is RedisClusterPhase.INITIALIZING
+        phase = RedisClusterPhase.INITIALIZING if never_ran else RedisClusterPhase.FAILOVER
+    elif ready >= desired and converged:
+        phase = RedisClusterPhase.RUNNING
+    else:
+        phase = RedisClusterPhase.DEGRADED
+    running, degraded = phase is RedisClusterPhase.RUNNING, phase is RedisClusterPhase.DEGRADED
+    message = f"{ready}/{desired} pods ready and replicating"
+    conditions = [
+        _condition(old, "Ready", running, "AllReplicasReady" if running else phase.value, message, now=now),
+        _condition(
+            old, "Degraded", degraded, "ReplicasNotReady" if degraded else "AsExpected", message, now=now
+        ),
+    ]
+    return old.model_copy(
+        update={
+            "phase": phase,
+            "ready_replicas": ready,
+            "observed_generation": cluster.metadata.generation,
+            "conditions": conditions,
+            "selector": selector(cluster),
+        }
+    )

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import random
 import time
 import typing
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -204,7 +204,7 @@ class Controller:
         log = self.log.with_values(
             namespace=request.namespace,
             name=request.name,
-            reconcile_id=uuid.uuid4().hex[:12],
+            reconcile_id=f"{random.getrandbits(48):012x}",  # as uuid4().hex[:12], no os.urandom call
             trigger=self.triggers.pop(request, "requeue"),
         )
         log.debug("Reconciling")

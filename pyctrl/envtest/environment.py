@@ -29,11 +29,7 @@ import functools
 import importlib.util
 import json
 import shutil
-import ssl
-import sys
 import tempfile
-import urllib.error
-import urllib.request
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,6 +38,15 @@ import yaml
 
 from pyctrl.envtest._binaries import bin_dir as find_bin_dir
 from pyctrl.envtest._certs import Pki
+from pyctrl.envtest._components import (
+    apiserver_args,
+    controller_manager_args,
+    etcd_args,
+    etcd_healthy,
+    etcd_post,
+    insecure_ok,
+    local_node_args,
+)
 from pyctrl.envtest._http import AdminHTTP, ApiError, poll_until
 from pyctrl.envtest._kubeconfig import write_kubeconfig
 from pyctrl.envtest._process import ManagedProcess, free_port, pid_alive, port_free, start_process
@@ -49,7 +54,6 @@ from pyctrl.envtest._process import ManagedProcess, free_port, pid_alive, port_f
 __all__ = ["AlreadyRunning", "Environment", "EnvtestError"]
 
 _ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "local-node")
-_SERVICE_CIDR = "10.0.0.0/24"
 
 
 class EnvtestError(RuntimeError):
@@ -228,22 +232,8 @@ class Environment:
         used.add(self.ports["etcd"])
         self.ports["etcd_peer"] = free_port(self.ports.get("etcd_peer"), avoid=used)
         peer = f"http://127.0.0.1:{self.ports['etcd_peer']}"
-        proc = self._launch(
-            "etcd",
-            [
-                self._bin("etcd"),
-                "--name=envtest",
-                f"--data-dir={self.state_dir / 'etcd'}",
-                f"--listen-client-urls={self.etcd_url}",
-                f"--advertise-client-urls={self.etcd_url}",
-                f"--listen-peer-urls={peer}",
-                f"--initial-advertise-peer-urls={peer}",
-                f"--initial-cluster=envtest={peer}",
-                "--unsafe-no-fsync=true",
-                "--log-level=warn",
-            ],
-        )
-        self._wait(proc, "etcd /health", lambda: _etcd_healthy(self.etcd_url))
+        proc = self._launch("etcd", etcd_args(self._bin("etcd"), self.state_dir, self.etcd_url, peer))
+        self._wait(proc, "etcd /health", lambda: etcd_healthy(self.etcd_url))
 
     def start_apiserver(self) -> None:
         """Start kube-apiserver (again) and wait for ``/readyz``; keeps its port across restarts."""
@@ -260,29 +250,10 @@ class Environment:
                     f"127.0.0.1:{previous}", f"127.0.0.1:{self.ports['apiserver']}"
                 )
                 user.write_text(text)
-        sa_issuer = "https://kubernetes.default.svc.cluster.local"
-        proc = self._launch(
-            "kube-apiserver",
-            [
-                self._bin("kube-apiserver"),
-                f"--etcd-servers={self.etcd_url}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                f"--secure-port={self.ports['apiserver']}",
-                f"--cert-dir={self.state_dir / 'pki' / 'apiserver'}",
-                f"--tls-cert-file={self.pki.serving_cert}",
-                f"--tls-private-key-file={self.pki.serving_key}",
-                f"--client-ca-file={self.pki.ca_cert}",
-                f"--service-account-issuer={sa_issuer}",
-                f"--service-account-key-file={self.pki.sa_pub}",
-                f"--service-account-signing-key-file={self.pki.sa_key}",
-                f"--service-cluster-ip-range={_SERVICE_CIDR}",
-                "--authorization-mode=RBAC",
-                "--allow-privileged=true",
-                "--profiling=false",
-                "--v=1",
-            ],
+        args = apiserver_args(
+            self._bin("kube-apiserver"), self.state_dir, self.pki, self.etcd_url, self.ports["apiserver"]
         )
+        proc = self._launch("kube-apiserver", args)
         self._connect()
         self._wait(proc, "kube-apiserver /readyz", self._apiserver_ready)
         if self.state_file.exists():  # a restart: record the new pid, or stop would miss it
@@ -319,31 +290,13 @@ class Environment:
 
     def _start_controller_manager(self) -> None:
         self.ports["controller_manager"] = free_port(avoid=set(self.ports.values()))
-        kubeconfig = str(self.kubeconfig_path)
-        proc = self._launch(
-            "kube-controller-manager",
-            [
-                self._bin("kube-controller-manager"),
-                f"--kubeconfig={kubeconfig}",
-                f"--authentication-kubeconfig={kubeconfig}",
-                f"--authorization-kubeconfig={kubeconfig}",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={self.ports['controller_manager']}",
-                f"--cert-dir={self.state_dir / 'pki' / 'controller-manager'}",
-                f"--service-account-private-key-file={self.pki.sa_key}",
-                f"--root-ca-file={self.pki.ca_cert}",
-                f"--cluster-signing-cert-file={self.pki.ca_cert}",
-                f"--cluster-signing-key-file={self.pki.ca_key}",
-                f"--service-cluster-ip-range={_SERVICE_CIDR}",
-                # Pod IPs are loopback addresses, which Endpoints/EndpointSlices reject: those
-                # controllers would only emit warnings, so they are off.
-                "--controllers=*,-endpoint,-endpointslice,-endpointslicemirroring",
-                "--leader-elect=false",
-                "--v=1",
-            ],
+        port = self.ports["controller_manager"]
+        args = controller_manager_args(
+            self._bin("kube-controller-manager"), self.state_dir, self.pki, self.kubeconfig_path, port
         )
+        proc = self._launch("kube-controller-manager", args)
         url = f"https://127.0.0.1:{self.ports['controller_manager']}/healthz"
-        self._wait(proc, "kube-controller-manager /healthz", lambda: _insecure_ok(url))
+        self._wait(proc, "kube-controller-manager /healthz", lambda: insecure_ok(url))
 
     def _start_local_node(self) -> None:
         if importlib.util.find_spec("pyctrl.envtest.node") is None:
@@ -351,17 +304,8 @@ class Environment:
                 "the local node (pyctrl.envtest.node) is not installed; start with local_node=False "
                 "(PYCTRL_ENVTEST_LOCAL_NODE=0 for the pytest fixture, --no-local-node for the CLI)"
             )
-        proc = self._launch(
-            "local-node",
-            [
-                sys.executable,
-                "-m",
-                "pyctrl.envtest.node",
-                f"--kubeconfig={self.kubeconfig_path}",
-                f"--state-dir={self.state_dir / 'node'}",
-                f"--node-name={self.node_name}",
-            ],
-        )
+        args = local_node_args(self.kubeconfig_path, self.state_dir, self.node_name)
+        proc = self._launch("local-node", args)
         self._wait(proc, f"node {self.node_name} Ready", self._node_ready)
 
     def _node_ready(self) -> bool:
@@ -472,9 +416,9 @@ class Environment:
     def compact_etcd(self) -> int:
         """Compact etcd at its current revision (forces 410 Gone for older watches); return it."""
         key = base64.b64encode(b"\0").decode()
-        head = _etcd_post(self.etcd_url, "/v3/kv/range", {"key": key, "limit": 1})
+        head = etcd_post(self.etcd_url, "/v3/kv/range", {"key": key, "limit": 1})
         revision = int(head["header"]["revision"])
-        _etcd_post(self.etcd_url, "/v3/kv/compaction", {"revision": revision, "physical": True})
+        etcd_post(self.etcd_url, "/v3/kv/compaction", {"revision": revision, "physical": True})
         return revision
 
 
@@ -495,30 +439,3 @@ def _load_manifests(paths: Iterable[Path | str]) -> list[dict[str, Any]]:
         except yaml.YAMLError as exc:
             raise EnvtestError(f"{f}: not valid YAML: {exc}") from exc
     return docs
-
-
-def _etcd_post(base: str, path: str, body: dict[str, Any]) -> Any:
-    req = urllib.request.Request(base + path, data=json.dumps(body).encode(), method="POST")
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        return json.loads(resp.read())
-
-
-def _etcd_healthy(base: str) -> bool:
-    try:
-        with urllib.request.urlopen(base + "/health", timeout=2) as resp:
-            return bool(json.loads(resp.read()).get("health") == "true")
-    except (OSError, ValueError):
-        return False
-
-
-def _insecure_ok(url: str) -> bool:
-    # The controller manager serves /healthz with a self-signed certificate; only reachability
-    # on loopback is checked here, so verification is off for this probe alone.
-    ctx = ssl.create_default_context()
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    try:
-        with urllib.request.urlopen(url, context=ctx, timeout=2) as resp:
-            return bool(resp.status == 200)
-    except (OSError, urllib.error.URLError):
-        return False

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 import time
 from pathlib import Path
@@ -40,6 +41,7 @@ def _args() -> argparse.Namespace:
     p.add_argument("--peers", default=",".join(PEERS), help="comma-separated subset of " + ",".join(PEERS))
     p.add_argument("--no-micro", action="store_true", help="skip the workqueue and cache benchmarks")
     p.add_argument("--no-write", action="store_true", help="print only; leave results/ and README alone")
+    p.add_argument("--from-json", type=Path, help="measure nothing: report the runs saved in this peers.json")
     return p.parse_args()
 
 
@@ -94,8 +96,7 @@ def _ratio_line(name: str, value: float | None) -> str:
     return f"RATIO {name} {'nan' if value is None else f'{value:.3f}'}"
 
 
-def main() -> int:
-    a = _args()
+def _measure(a: argparse.Namespace) -> tuple[dict[str, Any], dict[str, float], dict[str, str], list[Run]]:
     info: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "machine": _report.machine()}
     micro, micro_out = ({}, {}) if a.no_micro else run_micro()
     chosen = [k.strip() for k in a.peers.split(",") if k.strip()]
@@ -106,12 +107,32 @@ def main() -> int:
     with Environment(local_node=False, crd_directory_paths=[CRD]) as env:
         print(f"bench: control plane up ({env.server_url}); logs of the programs in {LOGS}", flush=True)
         runs = asyncio.run(_rounds(env.kubeconfig_path, peers, a))
+    return info, micro, micro_out, runs
+
+
+def _load(a: argparse.Namespace) -> tuple[dict[str, Any], dict[str, float], dict[str, str], list[Run]]:
+    data = json.loads(a.from_json.read_text())
+    info = {k: data[k] for k in ("date", "machine", "controller_runtime_build") if k in data}
+    micro = {k: v for k, v in data["ratios"].items() if not k.startswith("pyctrl_vs_") and v is not None}
+    for key in ("runs", "objects", "memory_rounds", "memory_objects", "concurrency"):
+        setattr(a, key, data["args"][key])
+    return info, micro, data.get("micro_output", {}), [Run(**r) for r in data["runs"]]
+
+
+def main() -> int:
+    a = _args()
+    info, micro, micro_out, runs = _load(a) if a.from_json else _measure(a)
     summary = _report.summarize(runs)
     info["ratios"] = _report.ratios(summary, a.objects, micro)
     section = _section(summary, a, info)
     print("\n" + section.split("```")[0].rstrip() + "\n")
     if not a.no_write:
-        data = {**info, "args": vars(a), "summary": summary, "runs": [r.as_dict() for r in runs]}
+        data = {
+            **info,
+            "args": {k: v for k, v in vars(a).items() if k != "from_json"},
+            "summary": summary,
+            "runs": [r.as_dict() for r in runs],
+        }
         data["micro_output"] = micro_out
         _report.write_json(RESULTS / "peers.json", data)
         _report.write_chart(RESULTS / "peers.png", summary, runs, a.objects, a.memory_objects)

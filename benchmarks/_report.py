@@ -71,6 +71,14 @@ def summarize(runs: Sequence[Run]) -> dict[str, dict[str, dict[str, Any]]]:
             for field in ("seconds", "objects_per_s", "cpu_seconds", "rss_start_mib", "rss_after_mib"):
                 cell[field] = _median([getattr(r, field) for r in ok])
             cell["rss_idle_mib"] = _median([r.rss_idle_mib for r in ok])
+            cell["create_seconds"] = _median([r.create_seconds for r in ok])
+            cell["drain_seconds"] = _median(
+                [
+                    r.seconds - r.create_seconds
+                    for r in ok
+                    if r.seconds is not None and r.create_seconds is not None
+                ]
+            )
     return out
 
 
@@ -103,6 +111,8 @@ def table(summary: dict[str, Any], n: int, big: int | None) -> str:
         "implementation",
         f"{n} objects: s",
         "objects/s",
+        "of which creating",
+        "after last create",
         "CPU s",
         "RSS at start",
         f"RSS after {n}",
@@ -118,6 +128,8 @@ def table(summary: dict[str, Any], n: int, big: int | None) -> str:
             peer.label,
             _f(_get(summary, key, n, "seconds"), ".2f"),
             _f(_get(summary, key, n, "objects_per_s"), ".0f"),
+            _f(_get(summary, key, n, "create_seconds"), ".2f"),
+            _f(_get(summary, key, n, "drain_seconds"), ".2f"),
             _f(_get(summary, key, n, "cpu_seconds"), ".2f"),
             _f(_get(summary, key, n, "rss_start_mib"), ".0f") + " MiB",
             _f(_get(summary, key, n, "rss_after_mib"), ".0f") + " MiB",
@@ -134,13 +146,14 @@ def table(summary: dict[str, Any], n: int, big: int | None) -> str:
 
 
 def write_chart(path: Path, summary: dict[str, Any], runs: Sequence[Run], n: int, big: int | None) -> None:
-    """Throughput (median bar, each run a dot) and RSS, side by side; matplotlib's Agg backend."""
+    """Throughput (median bar, each run a dot), CPU and RSS, side by side; matplotlib's Agg backend."""
     matplotlib: Any = importlib.import_module("matplotlib")
     matplotlib.use("Agg")
     plt: Any = importlib.import_module("matplotlib.pyplot")
     keys = [k for k in PEERS if k in summary]
-    labels = [PEERS[k].label.replace(" (Go)", "\n(Go)").replace("raw asyncio", "raw asyncio\n") for k in keys]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5.2))
+    short = {"controller_runtime": "controller-\nruntime (Go)", "raw": "raw\nasyncio loop"}
+    labels = [short.get(k, PEERS[k].label) for k in keys]
+    fig, (ax1, ax3, ax2) = plt.subplots(1, 3, figsize=(17, 5.4), width_ratios=[1, 0.9, 1.3])
     medians = [_get(summary, k, n, "objects_per_s") or 0.0 for k in keys]
     bars = ax1.bar(range(len(keys)), medians, color=["#3b75af", "#ef8636", "#519e3e", "#8d69b8"][: len(keys)])
     for i, k in enumerate(keys):
@@ -150,6 +163,12 @@ def write_chart(path: Path, summary: dict[str, Any], runs: Sequence[Run], n: int
     ax1.set_xticks(range(len(keys)), labels)
     ax1.set_ylabel("objects/s (median; dots: runs)")
     ax1.set_title(f"Reconcile throughput, {n} Items, status via subresource")
+    cpu = [_get(summary, k, n, "cpu_seconds") or 0.0 for k in keys]
+    cpu_bars = ax3.bar(range(len(keys)), cpu, color=["#3b75af", "#ef8636", "#519e3e", "#8d69b8"][: len(keys)])
+    ax3.bar_label(cpu_bars, labels=[f"{c:.2f}" for c in cpu], padding=3)
+    ax3.set_xticks(range(len(keys)), labels)
+    ax3.set_ylabel("CPU seconds of the controller process (median)")
+    ax3.set_title(f"CPU used for {n} Items (lower is better)")
     series = [
         ("at start", "rss_start_mib", n),
         (f"after {n}", "rss_after_mib", n),

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -236,7 +236,7 @@ class Transport:
 
     async def stream_lines(
         self, path: str, *, params: Mapping[str, Any] | None = None, read_timeout: float | None = None
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncGenerator[bytes, None]:
         """GET ``path`` and yield the response body line by line (a watch stream).
 
         Lines of any length are supported (aiohttp's own line reader caps them at 128 KiB).

@@ -17,6 +17,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, Protocol, TypeVar
@@ -128,7 +129,7 @@ class RESTListerWatcher:
         if send_initial_events:
             params["sendInitialEvents"] = True
             params["resourceVersionMatch"] = "NotOlderThan"
-        async for line in self._transport.stream_lines(
-            self._path, params=params, read_timeout=timeout_seconds + 30
-        ):
-            yield parse_event(line)
+        lines = self._transport.stream_lines(self._path, params=params, read_timeout=timeout_seconds + 30)
+        async with contextlib.aclosing(lines):  # an error event must close the HTTP stream at once
+            async for line in lines:
+                yield parse_event(line)

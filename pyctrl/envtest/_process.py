@@ -2,8 +2,10 @@
 
 Guarantees:
 - every process is started in its own session with stdout/stderr going to a log file;
-- an *attached* process (the default, used by tests) gets ``PR_SET_PDEATHSIG=SIGKILL``, so it dies
-  with the Python process that started it even if that process is killed with SIGKILL;
+- an *attached* process (the default, used by tests) started from the main thread gets
+  ``PR_SET_PDEATHSIG=SIGKILL``, so it dies with the Python process that started it even if that
+  process is killed with SIGKILL (from other threads it is not set: it would fire when that thread
+  ends);
 - ``stop`` sends SIGTERM to the process group, waits up to ``grace`` seconds, then SIGKILLs it,
   and returns only once the process is gone;
 - a pid recorded in a state file is only trusted while ``/proc/<pid>/cmdline`` still names the same
@@ -19,6 +21,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -144,7 +147,11 @@ def start_process(
 ) -> ManagedProcess:
     """Start ``argv`` in a new session, appending its output to ``log_path``."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    preexec: Callable[[], None] | None = _die_with_parent if attached else None
+    # PR_SET_PDEATHSIG fires when the *thread* that forked exits: only the main thread lives as
+    # long as the process. From another thread (asyncio.to_thread, say) the child would die with
+    # that thread, so it is not set there; Environment.stop (and its atexit hook) still stop it.
+    on_main = threading.current_thread() is threading.main_thread()
+    preexec: Callable[[], None] | None = _die_with_parent if attached and on_main else None
     with log_path.open("ab") as log:
         try:
             popen = subprocess.Popen(

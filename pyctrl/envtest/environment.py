@@ -390,7 +390,7 @@ class Environment:
         conditions = (crd.get("status") or {}).get("conditions") or []
         return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
-    def create_namespace(self, name: str, timeout: float = 30.0) -> None:
+    def create_namespace(self, name: str, timeout: float = 60.0) -> None:
         """Create namespace ``name`` and wait for its ``default`` ServiceAccount (Pods need it)."""
         self.http.request("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
 
@@ -414,7 +414,12 @@ class Environment:
                 raise
 
     def compact_etcd(self) -> int:
-        """Compact etcd at its current revision (forces 410 Gone for older watches); return it."""
+        """Compact etcd at its current revision; return it.
+
+        Alone this does not make the apiserver answer 410 Gone: its watch cache still serves recent
+        resourceVersions from memory. Restart the apiserver (``stop_apiserver``/``start_apiserver``)
+        and then compact to force a relist on clients watching from an old resourceVersion.
+        """
         key = base64.b64encode(b"\0").decode()
         head = etcd_post(self.etcd_url, "/v3/kv/range", {"key": key, "limit": 1})
         revision = int(head["header"]["revision"])

@@ -72,7 +72,8 @@ def _section(summary: dict[str, Any], a: argparse.Namespace, info: dict[str, Any
     m = info["machine"]
     big = a.memory_objects if a.memory_rounds else None
     lines = [
-        f"Measured {info['date']} with `make bench` (medians of {a.runs} runs at {a.objects} objects"
+        f"Measured {info['date']} by `python -m benchmarks --runs {a.runs}` (medians of {a.runs} runs"
+        + f" at {a.objects} objects"
         + (f", {a.memory_rounds} at {a.memory_objects}" if big else "")
         + f"; concurrency {a.concurrency}).",
         "",

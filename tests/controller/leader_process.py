@@ -19,7 +19,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from pyctrl.builder import ControllerBuilder
@@ -70,7 +70,7 @@ def cut_off(mgr: Manager, facts: Facts) -> None:
         await forever.wait()
         raise AssertionError("unreachable")
 
-    async def hang_stream(*args: Any, **kwargs: Any) -> AsyncIterator[bytes]:
+    async def hang_stream(*args: Any, **kwargs: Any) -> AsyncGenerator[bytes, None]:
         await forever.wait()
         yield b""
 

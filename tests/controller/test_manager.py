@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +94,7 @@ class Gate:
             result: bytes = await request(method, path, **kw)
             return result
 
-        async def gated_stream(path: str, **kw: Any) -> AsyncIterator[bytes]:
+        async def gated_stream(path: str, **kw: Any) -> AsyncGenerator[bytes, None]:
             await self._wait(path)
             async for line in stream_lines(path, **kw):
                 yield line

@@ -5,8 +5,11 @@ build; one local control plane (etcd + kube-apiserver + kube-controller-manager,
 test CRD; ``--runs`` rounds of ``--objects`` Items for every program, round-robin with the order
 rotated each round so the machine's noise hits all alike; ``--memory-rounds`` rounds of
 ``--memory-objects``; then the table, ``results/peers.json``, ``results/peers.png``, the README
-section, and last the ``RATIO <name> <value>`` lines. Every process started is stopped on the way
-out, on failure and on Ctrl-C too. Nothing is asserted: figures are printed.
+section, and last the ``RATIO <name> <value>`` lines. Each run of the ``--runs`` rounds also has a
+backlog phase (``--no-backlog``: none): ``--objects`` Items created first, then the program
+started, timed from its first to its last convergence (see ``benchmarks/_runs.py``). Every process
+started is stopped on the way out, on failure and on Ctrl-C too. Nothing is asserted: figures are
+printed.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ def _args() -> argparse.Namespace:
     p.add_argument("--memory-objects", type=int, default=10000)
     p.add_argument("--concurrency", type=int, default=16, help="concurrent reconciles, all programs")
     p.add_argument("--peers", default=",".join(PEERS), help="comma-separated subset of " + ",".join(PEERS))
+    p.add_argument("--no-backlog", action="store_true", help="skip the backlog phase of the --runs rounds")
     p.add_argument("--no-micro", action="store_true", help="skip the workqueue and cache benchmarks")
     p.add_argument("--no-write", action="store_true", help="print only; leave results/ and README alone")
     p.add_argument("--from-json", type=Path, help="measure nothing: report the runs saved in this peers.json")
@@ -46,10 +50,12 @@ def _args() -> argparse.Namespace:
 
 
 async def _rounds(kubeconfig: Path, peers: list[Peer], a: argparse.Namespace) -> list[Run]:
-    plan = [(a.objects, r) for r in range(a.runs)] + [(a.memory_objects, r) for r in range(a.memory_rounds)]
+    backlog = not a.no_backlog
+    plan = [(a.objects, r, backlog) for r in range(a.runs)]
+    plan += [(a.memory_objects, r, False) for r in range(a.memory_rounds)]
     runs: list[Run] = []
     async with ApiClient(await load_kubeconfig(kubeconfig)) as client:
-        for i, (n, round_no) in enumerate(plan):
+        for i, (n, round_no, with_backlog) in enumerate(plan):
             shift = i % len(peers)
             for peer in peers[shift:] + peers[:shift]:
                 timeout = 600.0 + n * 0.2
@@ -62,6 +68,7 @@ async def _rounds(kubeconfig: Path, peers: list[Peer], a: argparse.Namespace) ->
                     concurrency=a.concurrency,
                     log_dir=LOGS,
                     timeout=timeout,
+                    backlog=with_backlog,
                 )
                 print(f"bench: round {i + 1}/{len(plan)}  {run.line()}", flush=True)
                 runs.append(run)
@@ -81,10 +88,18 @@ def _section(summary: dict[str, Any], a: argparse.Namespace, info: dict[str, Any
         f"Python {m['python']}, {m['go']}; load average {m['load_average']} at the start "
         "(other work shares this machine).",
         "",
-        _report.table(summary, a.objects, big),
+        _report.table(summary, a.objects, big, backlog=not a.no_backlog),
         "",
         "CPU s: CPU time of the controller process from the first create to the last convergence.",
     ]
+    if not a.no_backlog:
+        lines += [
+            "",
+            f"Backlog: {a.objects} Items created with no program running, then the program started;"
+            " s and objects/s from the first Item's convergence to the last (the program's start-up"
+            " left out), start-up from the process's start to the first convergence, CPU s from the"
+            " process's start (imports and initial list included) to the last convergence.",
+        ]
     if info.get("controller_runtime_build"):
         lines.append(
             f"Build of the Go peer (by this run or an earlier one): {info['controller_runtime_build']}."
@@ -117,6 +132,7 @@ def _load(a: argparse.Namespace) -> tuple[dict[str, Any], dict[str, float], dict
     micro = {k: v for k, v in data["ratios"].items() if not k.startswith("pyctrl_vs_") and v is not None}
     for key in ("runs", "objects", "memory_rounds", "memory_objects", "concurrency"):
         setattr(a, key, data["args"][key])
+    a.no_backlog = data["args"].get("no_backlog", True)
     return info, micro, data.get("micro_output", {}), [Run(**r) for r in data["runs"]]
 
 

@@ -1,7 +1,9 @@
 """Medians, the machine, the table, the chart, the README section and the RATIO lines.
 
-Throughput ratios are pyctrl's objects/s over the peer's (> 1: pyctrl is faster); each figure is
-the median over the runs (runs that failed are left out and counted).
+Throughput ratios are pyctrl's objects/s over the peer's (> 1: pyctrl is faster), while the Items
+are created (``*_throughput``) and on a backlog (``*_backlog_throughput``); each figure is the median
+over the runs (runs that failed are left out and counted; a failed backlog phase leaves out only
+the backlog figures of its run).
 """
 
 from __future__ import annotations
@@ -79,6 +81,19 @@ def summarize(runs: Sequence[Run]) -> dict[str, dict[str, dict[str, Any]]]:
                     if r.seconds is not None and r.create_seconds is not None
                 ]
             )
+            backlog = [r for r in mine if r.backlog_objects_per_s is not None]
+            if backlog or any(r.backlog_error for r in mine):
+                cell["backlog_runs"], cell["backlog_failed"] = (
+                    len(backlog),
+                    sum(bool(r.backlog_error) for r in mine),
+                )
+                for field in (
+                    "backlog_seconds",
+                    "backlog_objects_per_s",
+                    "backlog_startup_seconds",
+                    "backlog_cpu_seconds",
+                ):
+                    cell[field] = _median([getattr(r, field) for r in backlog])
     return out
 
 
@@ -88,8 +103,8 @@ def _get(summary: dict[str, Any], peer: str, n: int, field: str) -> float | None
 
 
 def ratios(summary: dict[str, Any], n: int, micro: dict[str, float]) -> dict[str, float | None]:
-    def over(peer: str) -> float | None:
-        mine, theirs = _get(summary, "pyctrl", n, "objects_per_s"), _get(summary, peer, n, "objects_per_s")
+    def over(peer: str, field: str = "objects_per_s") -> float | None:
+        mine, theirs = _get(summary, "pyctrl", n, field), _get(summary, peer, n, field)
         return mine / theirs if mine and theirs else None
 
     out: dict[str, float | None] = {
@@ -98,6 +113,9 @@ def ratios(summary: dict[str, Any], n: int, micro: dict[str, float]) -> dict[str
         "pyctrl_vs_raw_throughput": over("raw"),
     }
     out.update(micro)
+    # after the others, so the lines that were there before keep their places
+    for peer in ("kopf", "controller_runtime", "raw"):
+        out[f"pyctrl_vs_{peer}_backlog_throughput"] = over(peer, "backlog_objects_per_s")
     return out
 
 
@@ -105,7 +123,7 @@ def _f(value: float | None, fmt: str) -> str:
     return "n/a" if value is None else format(value, fmt)
 
 
-def table(summary: dict[str, Any], n: int, big: int | None) -> str:
+def table(summary: dict[str, Any], n: int, big: int | None, backlog: bool = False) -> str:
     """The Markdown table of medians."""
     head = [
         "implementation",
@@ -118,6 +136,8 @@ def table(summary: dict[str, Any], n: int, big: int | None) -> str:
         f"RSS after {n}",
         f"RSS idle, {n}",
     ]
+    if backlog:
+        head += ["backlog: s", "backlog: objects/s", "backlog: start-up s", "backlog: CPU s"]
     if big:
         head += [f"{big} objects: objects/s", f"RSS after {big}", f"RSS idle, {big}"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -135,6 +155,13 @@ def table(summary: dict[str, Any], n: int, big: int | None) -> str:
             _f(_get(summary, key, n, "rss_after_mib"), ".0f") + " MiB",
             _f(_get(summary, key, n, "rss_idle_mib"), ".0f") + " MiB",
         ]
+        if backlog:
+            row += [
+                _f(_get(summary, key, n, "backlog_seconds"), ".2f"),
+                _f(_get(summary, key, n, "backlog_objects_per_s"), ".0f"),
+                _f(_get(summary, key, n, "backlog_startup_seconds"), ".2f"),
+                _f(_get(summary, key, n, "backlog_cpu_seconds"), ".2f"),
+            ]
         if big:
             row += [
                 _f(_get(summary, key, big, "objects_per_s"), ".0f"),
@@ -154,15 +181,22 @@ def write_chart(path: Path, summary: dict[str, Any], runs: Sequence[Run], n: int
     short = {"controller_runtime": "controller-\nruntime (Go)", "raw": "raw\nasyncio loop"}
     labels = [short.get(k, PEERS[k].label) for k in keys]
     fig, (ax1, ax3, ax2) = plt.subplots(1, 3, figsize=(17, 5.4), width_ratios=[1, 0.9, 1.3])
-    medians = [_get(summary, k, n, "objects_per_s") or 0.0 for k in keys]
-    bars = ax1.bar(range(len(keys)), medians, color=["#3b75af", "#ef8636", "#519e3e", "#8d69b8"][: len(keys)])
-    for i, k in enumerate(keys):
-        points = [r.objects_per_s for r in runs if r.peer == k and r.n == n and r.objects_per_s]
-        ax1.scatter([i] * len(points), points, color="black", s=12, zorder=3)
-    ax1.bar_label(bars, labels=[f"{m:.0f}" for m in medians], padding=3)
+    modes = [("while creating", "objects_per_s", "#3b75af")]
+    if any(_get(summary, k, n, "backlog_objects_per_s") for k in keys):
+        modes.append(("backlog", "backlog_objects_per_s", "#d9a23b"))
+    width = 0.8 / len(modes)
+    for j, (mode, field, color) in enumerate(modes):
+        xs = [i + (j - (len(modes) - 1) / 2) * width for i in range(len(keys))]
+        medians = [_get(summary, k, n, field) or 0.0 for k in keys]
+        bars = ax1.bar(xs, medians, width, color=color, label=mode)
+        for x, k in zip(xs, keys, strict=True):
+            points = [getattr(r, field) for r in runs if r.peer == k and r.n == n and getattr(r, field)]
+            ax1.scatter([x] * len(points), points, color="black", s=10, zorder=3)
+        ax1.bar_label(bars, labels=[f"{m:.0f}" for m in medians], padding=3, fontsize=8)
     ax1.set_xticks(range(len(keys)), labels)
     ax1.set_ylabel("objects/s (median; dots: runs)")
-    ax1.set_title(f"Reconcile throughput, {n} Items, status via subresource")
+    ax1.legend(fontsize=8)
+    ax1.set_title(f"Reconcile throughput, {n} Items")
     cpu = [_get(summary, k, n, "cpu_seconds") or 0.0 for k in keys]
     cpu_bars = ax3.bar(range(len(keys)), cpu, color=["#3b75af", "#ef8636", "#519e3e", "#8d69b8"][: len(keys)])
     ax3.bar_label(cpu_bars, labels=[f"{c:.2f}" for c in cpu], padding=3)

@@ -9,7 +9,14 @@ A run, in a namespace of its own:
    span and its RSS right then (*RSS after the run*) are recorded;
 3. stop it and start a fresh process on the same namespace (``n`` converged Items); once a second
    sentinel converged and the process is quiet, its RSS is *RSS idle with n objects*;
-4. stop it and delete the namespace, waiting until it is gone.
+4. stop it and delete the namespace, waiting until it is gone;
+5. *backlog* (when asked): in a second, fresh namespace, create ``n`` Items while no program runs,
+   open the convergence watch, then start the program and wait until every Item converged. Three
+   instants are kept: the program's start (just before its process is spawned), the first Item's
+   convergence (the program is up, has listed the Items and done its first reconcile) and the last
+   one's. *Backlog objects/s* is ``n`` over first-to-last (the program's own processing rate, its
+   start-up left out); the start-up (start to first convergence) and the CPU time the process used
+   from its start to the last convergence are recorded beside it.
 
 Nothing here asserts a figure: a failed or timed-out run is recorded with its error and the
 benchmark goes on.
@@ -17,6 +24,7 @@ benchmark goes on.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -45,6 +53,13 @@ class Run:
     rss_after_mib: float | None = None
     rss_idle_mib: float | None = None
     error: str | None = None
+    #: backlog phase: first to last convergence, n over that, start to first convergence, CPU
+    #: seconds of the process from its start to the last convergence; its own error
+    backlog_seconds: float | None = None
+    backlog_objects_per_s: float | None = None
+    backlog_startup_seconds: float | None = None
+    backlog_cpu_seconds: float | None = None
+    backlog_error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -56,7 +71,17 @@ class Run:
             f"{self.peer:<19} n={self.n:<6} {self.seconds:7.2f} s {self.objects_per_s:8.1f} obj/s"
             f" (creates {self.create_seconds:.2f} s)"
             f"  cpu {self.cpu_seconds:6.2f} s  RSS start {self.rss_start_mib:6.1f}"
-            f"  after {self.rss_after_mib:6.1f}  idle {_fmt(self.rss_idle_mib)} MiB"
+            f"  after {self.rss_after_mib:6.1f}  idle {_fmt(self.rss_idle_mib)} MiB" + self._backlog_line()
+        )
+
+    def _backlog_line(self) -> str:
+        if self.backlog_error:
+            return f"\n{'':<19} backlog FAILED: {self.backlog_error}"
+        if self.backlog_objects_per_s is None:
+            return ""
+        return (
+            f"\n{'':<19} backlog {self.backlog_seconds:7.2f} s {self.backlog_objects_per_s:8.1f} obj/s"
+            f" (start-up {self.backlog_startup_seconds:.2f} s)  cpu {self.backlog_cpu_seconds:6.2f} s"
         )
 
 
@@ -89,7 +114,9 @@ async def run_once(
     concurrency: int,
     log_dir: Path,
     timeout: float,  # noqa: ASYNC109
+    backlog: bool = False,
 ) -> Run:
+    """One run of ``peer`` with ``n`` Items; with ``backlog``, its backlog phase (step 5) too."""
     run = Run(peer.key, round_no, n)
     ns = f"bench-{peer.key.replace('_', '-')}-{n}-r{round_no}"
     argv = peer.argv(kubeconfig, ns, concurrency)
@@ -122,4 +149,46 @@ async def run_once(
         if child is not None:
             child.stop()
         await delete_namespace(t, ns)
+    if backlog:
+        await _backlog(
+            t, peer, run, kubeconfig=kubeconfig, concurrency=concurrency, log_dir=log_dir, timeout=timeout
+        )
     return run
+
+
+async def _backlog(
+    t: Transport,
+    peer: Peer,
+    run: Run,
+    *,
+    kubeconfig: Path,
+    concurrency: int,
+    log_dir: Path,
+    timeout: float,  # noqa: ASYNC109
+) -> None:
+    """Step 5: ``run.n`` Items created with no program running, then the program started."""
+    ns = f"bench-{peer.key.replace('_', '-')}-{run.n}-r{run.round}-backlog"
+    child: _procs.Child | None = None
+    await create_namespace(t, ns)
+    try:
+        names = item_names(run.n)
+        await create_items(t, ns, names)
+        await asyncio.sleep(1.0)  # let the apiserver and etcd settle after the creates
+        async with Convergence(t, ns) as watch:
+            started = time.perf_counter()
+            child = _procs.start(
+                peer.key, peer.argv(kubeconfig, ns, concurrency), log_dir / f"{ns}.log", cwd=REPO
+            )
+            last = await watch.wait(names, timeout + _START_TIMEOUT, alive=child.alive)
+            cpu = child.cpu_seconds()
+            first = min(watch.converged_at[name] for name in names)
+        run.backlog_seconds = last - first
+        run.backlog_objects_per_s = run.n / run.backlog_seconds if run.backlog_seconds > 0 else None
+        run.backlog_startup_seconds = first - started
+        run.backlog_cpu_seconds = cpu
+    except Exception as exc:
+        run.backlog_error = f"{type(exc).__name__}: {exc}" + (child.tail(8) if child is not None else "")
+    finally:
+        if child is not None:
+            child.stop()
+        await delete_namespace(t, ns)

@@ -122,6 +122,9 @@ def redis_conf(spec: RedisClusterSpec) -> str:
         f"replicaof {FENCE_HOST} {FENCE_PORT}",
         "replica-read-only yes",
         "replica-serve-stale-data yes",
+        # A replica re-attached after a failover that needs a full sync gets it at once instead
+        # of after Redis' default 5 s wait for more replicas (few replicas per master here).
+        "repl-diskless-sync-delay 0",
     ]
     if spec.enable_persistence:
         lines += ["appendonly yes", "appendfsync everysec"]

@@ -92,6 +92,10 @@ def _section(summary: dict[str, Any], a: argparse.Namespace, info: dict[str, Any
         "",
         "CPU s: CPU time of the controller process from the first create to the last convergence.",
     ]
+    if info.get("controller_runtime_build"):
+        lines.append(
+            f"Build of the Go peer (by this run or an earlier one): {info['controller_runtime_build']}."
+        )
     if not a.no_backlog:
         lines += [
             "",
@@ -100,10 +104,6 @@ def _section(summary: dict[str, Any], a: argparse.Namespace, info: dict[str, Any
             " left out), start-up from the process's start to the first convergence, CPU s from the"
             " process's start (imports and initial list included) to the last convergence.",
         ]
-    if info.get("controller_runtime_build"):
-        lines.append(
-            f"Build of the Go peer (by this run or an earlier one): {info['controller_runtime_build']}."
-        )
     lines += ["", "```", *(_ratio_line(k, v) for k, v in info["ratios"].items()), "```"]
     return "\n".join(lines)
 
@@ -152,7 +152,8 @@ def main() -> int:
         }
         data["micro_output"] = micro_out
         _report.write_json(RESULTS / "peers.json", data)
-        _report.write_chart(RESULTS / "peers.png", summary, runs, a.objects, a.memory_objects)
+        big = a.memory_objects if a.memory_rounds else None
+        _report.write_chart(RESULTS / "peers.png", summary, runs, a.objects, big)
         _report.write_readme(REPO / "benchmarks" / "README.md", section)
         print(f"bench: wrote {RESULTS / 'peers.json'}, {RESULTS / 'peers.png'} and benchmarks/README.md")
     for name, value in info["ratios"].items():

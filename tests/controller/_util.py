@@ -87,4 +87,4 @@ class RecordingLimiter:
 async def let_tasks_run(rounds: int = 50) -> None:
     """Give every ready task turns of the loop (to show something does *not* happen)."""
     for _ in range(rounds):
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # yield one loop turn: no wall-clock wait, so no deadline needed

@@ -13,10 +13,10 @@ async def until(condition: Callable[[], bool], *, within: float = 5.0) -> None:
     while not condition():
         if time.monotonic() > deadline:
             raise AssertionError("condition not reached before the deadline")
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # yield one loop turn; the poll has the deadline above
 
 
 async def let_tasks_run(rounds: int = 20) -> None:
     """Give every ready task a few turns of the loop (to show something does *not* happen)."""
     for _ in range(rounds):
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # yield one loop turn: no wall-clock wait, so no deadline needed

@@ -226,7 +226,7 @@ async def test_scrapes_from_another_thread_run_safely_beside_the_queue() -> None
             taken = [await queue.get() for _ in keys]  # 2000 items being processed...
             for key in taken:
                 queue.done(key)  # ...and finished, while the scraper reads
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # yield to the scraper: no wall-clock wait, no deadline needed
     finally:
         stop.set()
         await asyncio.to_thread(scraper.join)

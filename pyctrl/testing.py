@@ -38,20 +38,39 @@ stays installed and costs one context-variable lookup per request.
 Caveat for cache-backed clients: the reconciles read through the cache, so wait until the cache
 reflects the last write of convergence (the same thing a real controller does: the watch event of
 that write triggers one more, write-free reconcile) before calling it.
+
+Waiting for a condition: :func:`eventually` polls a check until it holds, bounded by a deadline::
+
+    from pyctrl.testing import eventually
+
+    pod = await eventually(lambda: get_pod(client, "ns", "p"), within=30, what="pod p")
+    await eventually(lambda: len(events) == 2, within=5, what="two events")
+
+- ``check`` is a zero-argument callable, plain or returning an awaitable (awaited); it is called
+  until it returns a truthy value, which ``eventually`` returns;
+- an exception raised by ``check`` counts as "not yet" (things are still starting);
+- after ``within`` seconds without a truthy value it raises ``AssertionError`` naming ``what`` and
+  the last value returned (or exception raised) by ``check``; ``interval`` only spaces the polls
+  out.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
-from collections.abc import Callable, Iterator
+import inspect
+import time
+from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from pyctrl.reconcile import Reconciler, Request, Result
 
-__all__ = ["Write", "assert_idempotent", "recording_writes"]
+__all__ = ["Write", "assert_idempotent", "eventually", "recording_writes"]
+
+T = TypeVar("T")
 
 _WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _FAKE_WRITES = {"create": "POST", "write": "PUT/PATCH", "apply": "PATCH", "delete": "DELETE"}
@@ -187,3 +206,33 @@ async def assert_idempotent(
             f"on a converged object:\n{lines}"
         )
     return results
+
+
+@overload
+async def eventually(
+    check: Callable[[], Awaitable[T | None]], *, within: float, what: str = ..., interval: float = ...
+) -> T: ...
+@overload
+async def eventually(
+    check: Callable[[], T | None], *, within: float, what: str = ..., interval: float = ...
+) -> T: ...
+async def eventually(
+    check: Callable[[], Any], *, within: float, what: str = "the condition", interval: float = 0.05
+) -> Any:
+    """Poll ``check`` until it returns a truthy value (returned); fail after ``within`` seconds."""
+    deadline = time.monotonic() + within
+    last: Any = None
+    while True:
+        try:
+            result = check()
+            if inspect.isawaitable(result):
+                result = await result
+        except Exception as exc:  # "not yet": reported if it is still the last outcome at the deadline
+            last = exc
+        else:
+            if result:
+                return result
+            last = result
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {within}s waiting for {what}; last: {last!r}")
+        await asyncio.sleep(interval)  # polling interval of a deadline-bounded wait

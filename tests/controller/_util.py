@@ -4,8 +4,7 @@ a rate limiter that records its delays, metric reads."""
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Hashable
 from typing import Any
 
 from pydantic import Field
@@ -34,29 +33,6 @@ def widget(namespace: str, name: str, size: int = 1, **labels: str) -> Widget:
     return Widget(
         metadata=ObjectMeta(name=name, namespace=namespace, labels=labels or None), spec=WidgetSpec(size=size)
     )
-
-
-async def eventually(
-    check: Callable[[], bool] | Callable[[], Awaitable[bool]],
-    timeout: float = 10.0,  # noqa: ASYNC109 - a poll deadline, not a cancellation scope
-    *,
-    what: str = "condition",
-    interval: float = 0.01,
-) -> None:
-    """Poll ``check`` (sync or async) until it returns True; fail after ``timeout`` seconds.
-
-    The interval only spaces the polls out; correctness never depends on it.
-    """
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if not isinstance(result, bool):
-            result = await result
-        if result:
-            return
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(interval)
 
 
 def metric(name: str, **labels: str) -> float:

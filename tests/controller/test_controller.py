@@ -16,9 +16,10 @@ from pyctrl.handler import enqueue_request_for_object
 from pyctrl.log import from_context
 from pyctrl.reconcile import Request, Result, TerminalError
 from pyctrl.source import Channel
+from pyctrl.testing import eventually
 
 from ._harness import ScriptedReconciler, running_controller
-from ._util import eventually, let_tasks_run, metric
+from ._util import let_tasks_run, metric
 
 
 def counts(name: str, result: str) -> float:
@@ -41,7 +42,9 @@ async def test_an_error_is_retried_with_growing_backoff_until_success_then_forgo
     rec = ScriptedReconciler({"a": fail_three_times})
     async with running_controller(rec) as h:
         h.send("a")
-        await eventually(lambda: counts(h.name, "success") == 1, what="success after retries")
+        await eventually(
+            lambda: counts(h.name, "success") == 1, within=10.0, what="success after retries", interval=0.01
+        )
         assert rec.calls["a"] == 4
         assert h.delays("a") == [0.001, 0.002, 0.004]  # add_rate_limited on each error
         assert h.requeues("a") == 0  # forgotten on success
@@ -57,7 +60,7 @@ async def test_a_terminal_error_is_counted_and_never_retried() -> None:
     async with running_controller(rec) as h:
         h.send("bad")
         h.send("barrier")  # FIFO with one worker: reconciled after "bad" was handled
-        await eventually(lambda: rec.calls["barrier"] == 1, what="barrier")
+        await eventually(lambda: rec.calls["barrier"] == 1, within=10.0, what="barrier", interval=0.01)
         assert rec.calls["bad"] == 1
         assert h.delays("bad") == []  # add_rate_limited was never called for it
         assert h.requeues("bad") == 0
@@ -76,9 +79,13 @@ async def test_requeue_after_forgets_the_backoff_and_requeues_after_the_delay() 
     rec = ScriptedReconciler({"a": fail_then_requeue_after})
     async with running_controller(rec) as h:
         h.send("a")
-        await eventually(lambda: rec.calls["a"] == 2, what="second call")
-        await eventually(lambda: h.requeues("a") == 0, what="forget after requeue_after")
-        await eventually(lambda: counts(h.name, "success") == 1, what="the timed requeue")
+        await eventually(lambda: rec.calls["a"] == 2, within=10.0, what="second call", interval=0.01)
+        await eventually(
+            lambda: h.requeues("a") == 0, within=10.0, what="forget after requeue_after", interval=0.01
+        )
+        await eventually(
+            lambda: counts(h.name, "success") == 1, within=10.0, what="the timed requeue", interval=0.01
+        )
         assert rec.calls["a"] == 3
         assert h.delays("a") == [0.001]  # only the error consulted the rate limiter
         assert counts(h.name, "requeue_after") == 1
@@ -91,7 +98,7 @@ async def test_requeue_true_uses_the_rate_limiter_and_counts_as_requeue() -> Non
     rec = ScriptedReconciler({"a": requeue_twice})
     async with running_controller(rec) as h:
         h.send("a")
-        await eventually(lambda: counts(h.name, "success") == 1, what="success")
+        await eventually(lambda: counts(h.name, "success") == 1, within=10.0, what="success", interval=0.01)
         assert rec.calls["a"] == 3
         assert h.delays("a") == [0.001, 0.002]
         assert counts(h.name, "requeue") == 2
@@ -104,7 +111,7 @@ async def test_success_forgets_and_is_not_requeued() -> None:
     async with running_controller(rec) as h:
         h.send("a")
         h.send("barrier")
-        await eventually(lambda: rec.calls["barrier"] == 1, what="barrier")
+        await eventually(lambda: rec.calls["barrier"] == 1, within=10.0, what="barrier", interval=0.01)
         assert rec.calls["a"] == 1
         assert h.delays("a") == []
         assert counts(h.name, "success") == 2
@@ -123,7 +130,9 @@ async def test_a_conflict_is_requeued_with_backoff_and_logged_as_info_not_error(
     caplog.set_level(logging.INFO, logger="pyctrl.controller")
     async with running_controller(rec) as h:
         h.send("a")
-        await eventually(lambda: counts(h.name, "success") == 1, what="success after conflict")
+        await eventually(
+            lambda: counts(h.name, "success") == 1, within=10.0, what="success after conflict", interval=0.01
+        )
         assert h.delays("a") == [0.001]
         assert counts(h.name, "requeue") == 1
         assert errors(h.name) == 0
@@ -146,12 +155,16 @@ async def test_a_key_is_never_reconciled_concurrently_and_an_event_meanwhile_cau
     rec = ScriptedReconciler({"a": block_first})
     async with running_controller(rec, max_concurrent_reconciles=4) as h:
         h.send("a")
-        await eventually(lambda: rec.running["a"] == 1, what="first run in flight")
+        await eventually(
+            lambda: rec.running["a"] == 1, within=10.0, what="first run in flight", interval=0.01
+        )
         for _ in range(5):
             h.send("a")
-        await eventually(h.events.empty, what="events delivered")
+        await eventually(h.events.empty, within=10.0, what="events delivered", interval=0.01)
         release.set()
-        await eventually(lambda: counts(h.name, "success") == 2, what="exactly one more run")
+        await eventually(
+            lambda: counts(h.name, "success") == 2, within=10.0, what="exactly one more run", interval=0.01
+        )
         assert rec.calls["a"] == 2
         assert rec.max_running["a"] == 1
 
@@ -171,11 +184,13 @@ async def test_different_keys_run_in_parallel_up_to_max_concurrent_reconciles() 
         def active() -> float:
             return metric("controller_runtime_active_workers", controller=h.name)
 
-        await eventually(lambda: active() == 4, what="four workers busy")
+        await eventually(lambda: active() == 4, within=10.0, what="four workers busy", interval=0.01)
         assert sum(rec.running.values()) == 4
         assert metric("controller_runtime_max_concurrent_reconciles", controller=h.name) == 4
         release.set()
-        await eventually(lambda: counts(h.name, "success") == 5, what="all keys done")
+        await eventually(
+            lambda: counts(h.name, "success") == 5, within=10.0, what="all keys done", interval=0.01
+        )
         assert active() == 0
 
 
@@ -194,7 +209,9 @@ async def test_a_reconcile_past_the_timeout_is_cancelled_counted_and_retried() -
     rec = ScriptedReconciler({"a": hang_first})
     async with running_controller(rec, reconciliation_timeout=0.05) as h:
         h.send("a")
-        await eventually(lambda: counts(h.name, "success") == 1, what="retry after the timeout")
+        await eventually(
+            lambda: counts(h.name, "success") == 1, within=10.0, what="retry after the timeout", interval=0.01
+        )
         assert cancelled.is_set()
         assert metric("controller_runtime_reconcile_timeouts_total", controller=h.name) == 1
         assert errors(h.name) == 1
@@ -216,9 +233,16 @@ async def test_programming_errors_and_wrong_return_values_count_as_panics_and_th
     async with running_controller(rec) as h:
         for n in "ktr":
             h.send(n)
-        await eventually(lambda: min(rec.calls[n] for n in "ktr") >= 2, what="retries of all three")
+        await eventually(
+            lambda: min(rec.calls[n] for n in "ktr") >= 2,
+            within=10.0,
+            what="retries of all three",
+            interval=0.01,
+        )
         h.send("ok")
-        await eventually(lambda: rec.calls["ok"] == 1, what="the worker still works")
+        await eventually(
+            lambda: rec.calls["ok"] == 1, within=10.0, what="the worker still works", interval=0.01
+        )
         panics = metric("controller_runtime_reconcile_panics_total", controller=h.name)
         assert panics == rec.calls["k"] + rec.calls["t"]  # RuntimeError is an error, not a panic
         assert errors(h.name) >= 6
@@ -237,7 +261,7 @@ async def test_every_log_line_of_a_reconcile_names_the_request_and_its_trigger(
     caplog.set_level(logging.DEBUG)
     async with running_controller(rec) as h:
         h.send("a")
-        await eventually(lambda: counts(h.name, "success") == 1, what="success")
+        await eventually(lambda: counts(h.name, "success") == 1, within=10.0, what="success", interval=0.01)
     lines = [getattr(r, "kv", {}) | {"msg": r.getMessage()} for r in caplog.records]
     mine = [kv for kv in lines if kv.get("controller") == h.name and "reconcile_id" in kv]
     assert {kv["msg"] for kv in mine} >= {"Reconciling", "inside", "Reconciler error", "Reconcile done"}
@@ -268,7 +292,7 @@ async def test_stop_waits_for_the_reconcile_in_flight_and_starts_no_queued_one()
     events.put_nowait(GenericEvent(ConfigMap(metadata=ObjectMeta(name="slow", namespace="ns"))))
     await started.wait()
     events.put_nowait(GenericEvent(ConfigMap(metadata=ObjectMeta(name="queued", namespace="ns"))))
-    await eventually(lambda: len(ctrl.queue) == 1, what="queued request")
+    await eventually(lambda: len(ctrl.queue) == 1, within=10.0, what="queued request", interval=0.01)
     stop.set()
     await let_tasks_run()
     assert not task.done()  # still waiting for the reconcile in flight

@@ -16,8 +16,7 @@ import pytest
 from pyctrl.client import ApiClient, Lease, load_kubeconfig
 from pyctrl.client.objects import LeaseSpec, ObjectMeta
 from pyctrl.leaderelection import LeaderElectionConfig, LeaderElectionLost, LeaderElector, default_identity
-
-from ._util import eventually
+from pyctrl.testing import eventually
 
 
 def test_defaults_are_controller_runtimes() -> None:
@@ -163,7 +162,12 @@ async def test_of_two_candidates_writing_the_same_observed_lease_only_one_wins(
     clock.now += 5  # expired for both
     slow_client.hold_updates = asyncio.Event()
     b_attempt = asyncio.create_task(b.try_acquire_or_renew())  # reads the lease, then is held back
-    await eventually(lambda: slow_client.updates_held == 1, what="b read the lease and tries to write")
+    await eventually(
+        lambda: slow_client.updates_held == 1,
+        within=10.0,
+        what="b read the lease and tries to write",
+        interval=0.01,
+    )
     assert await a.try_acquire_or_renew()
     slow_client.hold_updates.set()
     assert not await b_attempt  # its update carried a stale resourceVersion: Conflict
@@ -197,7 +201,7 @@ async def test_a_leader_that_cannot_renew_gives_up_before_its_lease_expires(
     a = elector(client, namespace, "a")
     run = asyncio.create_task(a.run(asyncio.Event()))
     await asyncio.wait_for(a.elected.wait(), 30)
-    await eventually(lambda: _renewed(api, namespace), 10, what="a renewal")
+    await eventually(lambda: _renewed(api, namespace), within=10, what="a renewal", interval=0.01)
     client.cut = True
     with pytest.raises(LeaderElectionLost, match="no renewal for 3"):
         await asyncio.wait_for(run, 30)

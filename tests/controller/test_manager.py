@@ -22,9 +22,10 @@ from pyctrl.manager import Manager, ManagerError
 from pyctrl.predicate import generation_changed
 from pyctrl.reconcile import Request, Result
 from pyctrl.source import Channel
+from pyctrl.testing import eventually
 
 from ._manager import WidgetReconciler, is_ready, new_manager, running
-from ._util import Widget, eventually, let_tasks_run, widget
+from ._util import Widget, let_tasks_run, widget
 
 pytestmark = [pytest.mark.controlplane, pytest.mark.usefixtures("widget_crd")]
 
@@ -69,7 +70,9 @@ async def test_metrics_endpoint_exposes_the_controller_runtime_and_workqueue_nam
     ControllerBuilder(mgr).for_(Widget, predicates=[generation_changed]).named(name).complete(rec)
     async with running(mgr):
         await mgr.api_client.create(widget(namespace, "a"))
-        await eventually(lambda: is_ready(mgr.api_reader, namespace, "a"), 30, what="a converged")
+        await eventually(
+            lambda: is_ready(mgr.api_reader, namespace, "a"), within=30, what="a converged", interval=0.01
+        )
         status, text = await http_get(mgr.metrics_port, "/metrics")
     assert status == 200
     for metric_name in METRIC_NAMES:
@@ -117,17 +120,21 @@ async def test_readyz_fails_until_every_informer_has_synced_and_healthz_passes_t
     await mgr.cache.get_informer(Widget)  # synced by the manager before it starts controllers
     ControllerBuilder(mgr).for_(ConfigMap).named(f"cm-{namespace}").complete(Noop())  # informer made later
     async with running(mgr):
-        await eventually(lambda: "widgets" in gate.seen, 30, what="widget list attempted")
+        await eventually(
+            lambda: "widgets" in gate.seen, within=30, what="widget list attempted", interval=0.01
+        )
         assert (await http_get(mgr.probe_port, "/readyz"))[0] == 500
         status, text = await http_get(mgr.probe_port, "/readyz?verbose")
         assert status == 500
         assert "[-]cache-sync failed: caches not synced yet" in text
         assert await http_get(mgr.probe_port, "/healthz") == (200, "ok")
         gate.open["widgets"].set()
-        await eventually(lambda: "configmaps" in gate.seen, 30, what="controller's informer created")
+        await eventually(
+            lambda: "configmaps" in gate.seen, within=30, what="controller's informer created", interval=0.01
+        )
         assert (await http_get(mgr.probe_port, "/readyz"))[0] == 500
         gate.open["configmaps"].set()
-        await eventually(lambda: _status_is(mgr, "/readyz", 200), 30, what="ready")
+        await eventually(lambda: _status_is(mgr, "/readyz", 200), within=30, what="ready", interval=0.01)
         assert await http_get(mgr.probe_port, "/readyz/ping") == (200, "ok")
         assert (await http_get(mgr.probe_port, "/readyz/nope"))[0] == 404
 
@@ -244,10 +251,20 @@ async def test_with_event_filter_applies_to_kinds_and_leaves_ready_made_sources_
     async with running(mgr):
         await mgr.api_client.create(widget(namespace, "skip-me"))
         await mgr.api_client.create(widget(namespace, "keep"))
-        await eventually(lambda: is_ready(mgr.api_reader, namespace, "keep"), 30, what="keep converged")
+        await eventually(
+            lambda: is_ready(mgr.api_reader, namespace, "keep"),
+            within=30,
+            what="keep converged",
+            interval=0.01,
+        )
         assert rec.calls["skip-me"] == 0
         events.put_nowait(GenericEvent(widget(namespace, "skip-me")))  # the channel is not filtered
-        await eventually(lambda: is_ready(mgr.api_reader, namespace, "skip-me"), 30, what="channel event")
+        await eventually(
+            lambda: is_ready(mgr.api_reader, namespace, "skip-me"),
+            within=30,
+            what="channel event",
+            interval=0.01,
+        )
 
 
 async def test_the_managers_event_recorder_aggregates_repeats_on_the_apiserver(
@@ -268,7 +285,7 @@ async def test_the_managers_event_recorder_aggregates_repeats_on_the_apiserver(
         async def written() -> bool:
             return [(e["reason"], e.get("count")) for e in await events()] == [("Scaled", 1), ("TooBig", 3)]
 
-        await eventually(written, 30, what="two events, the repeated one with count 3")
+        await eventually(written, within=30, what="two events, the repeated one with count 3", interval=0.01)
         scaled, too_big = await events()
     assert scaled["message"] == "scaled to 2"
     assert too_big["involvedObject"]["uid"] == w.metadata.uid

@@ -11,9 +11,10 @@ import pytest
 from pyctrl.client import Lease
 from pyctrl.client.objects import LeaseSpec, ObjectMeta
 from pyctrl.manager import Manager, ManagerError
+from pyctrl.testing import eventually
 
 from ._manager import new_manager, running
-from ._util import Widget, eventually
+from ._util import Widget
 
 pytestmark = [pytest.mark.controlplane, pytest.mark.usefixtures("widget_crd")]
 
@@ -52,7 +53,7 @@ async def test_servers_then_synced_caches_then_other_runnables_then_election_the
     mgr.add(leader)
     mgr.add(other)
     async with running(mgr):
-        await eventually(lambda: len(order) == 2, 30, what="both runnables started")
+        await eventually(lambda: len(order) == 2, within=30, what="both runnables started", interval=0.01)
     assert order == ["other", "leader", "leader stopped", "other stopped"]  # stopped in reverse
     assert other.seen == {"servers": True, "synced": True, "elected": False}
     assert leader.seen == {"servers": True, "synced": True, "elected": True}
@@ -80,11 +81,13 @@ async def test_leader_only_runnables_wait_while_another_holds_the_lease(
     order: list[str] = []
     mgr.add(Recorder(mgr, order, "leader", leader=True))
     async with running(mgr):
-        await eventually(lambda: lease_reads >= 2, 30, what="two attempts to acquire")
+        await eventually(lambda: lease_reads >= 2, within=30, what="two attempts to acquire", interval=0.01)
         assert order == []
         assert not mgr.elected.is_set()
         await mgr.api_client.delete(await mgr.api_client.get(Lease, "held", namespace=namespace))
-        await eventually(lambda: order == ["leader"], 30, what="leadership after the lease was freed")
+        await eventually(
+            lambda: order == ["leader"], within=30, what="leadership after the lease was freed", interval=0.01
+        )
         assert mgr.elected.is_set()
         assert mgr.elector is not None
         assert mgr.elector.is_leader()

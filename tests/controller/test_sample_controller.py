@@ -3,6 +3,7 @@ owned objects, and the idempotence check."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +14,11 @@ from pyctrl.client.objects import ConfigMap, ObjectMeta
 from pyctrl.controllerutil import create_or_update, set_controller_reference
 from pyctrl.predicate import generation_changed
 from pyctrl.reconcile import Request, Result, TerminalError
-from pyctrl.testing import assert_idempotent
+from pyctrl.testing import assert_idempotent, eventually
 from pyctrl.workqueue import default_controller_rate_limiter
 
 from ._manager import WidgetReconciler, is_ready, new_manager, running
-from ._util import RecordingLimiter, Widget, eventually, metric, widget
+from ._util import RecordingLimiter, Widget, metric, widget
 
 pytestmark = [pytest.mark.controlplane, pytest.mark.usefixtures("widget_crd")]
 
@@ -31,9 +32,13 @@ async def converge_with_barrier(kubeconfig: Path, namespace: str, predicates: li
     ControllerBuilder(mgr).for_(Widget, predicates=predicates).named(f"widget-{namespace}").complete(rec)
     async with running(mgr):
         await mgr.api_client.create(widget(namespace, "a", size=2))
-        await eventually(lambda: is_ready(mgr.api_reader, namespace, "a"), 30, what="a converged")
+        await eventually(
+            lambda: is_ready(mgr.api_reader, namespace, "a"), within=30, what="a converged", interval=0.01
+        )
         await mgr.api_client.create(widget(namespace, "b"))
-        await eventually(lambda: is_ready(mgr.api_reader, namespace, "b"), 30, what="b converged")
+        await eventually(
+            lambda: is_ready(mgr.api_reader, namespace, "b"), within=30, what="b converged", interval=0.01
+        )
         return rec.calls["a"], rec.calls["b"]
 
 
@@ -57,11 +62,15 @@ async def test_a_spec_change_is_reconciled_again(kubeconfig: Path, namespace: st
     ControllerBuilder(mgr).for_(Widget, predicates=[generation_changed]).named(f"w-{namespace}").complete(rec)
     async with running(mgr):
         created = await mgr.api_client.create(widget(namespace, "a", size=1))
-        await eventually(lambda: is_ready(mgr.api_reader, namespace, "a"), 30, what="a converged")
+        await eventually(
+            lambda: is_ready(mgr.api_reader, namespace, "a"), within=30, what="a converged", interval=0.01
+        )
         current = await mgr.api_reader.get(Widget, "a", namespace=namespace)
         current.spec.size = 4
         await mgr.api_client.update(current)
-        await eventually(lambda: is_ready(mgr.api_reader, namespace, "a"), 30, what="a re-converged")
+        await eventually(
+            lambda: is_ready(mgr.api_reader, namespace, "a"), within=30, what="a re-converged", interval=0.01
+        )
         final = await mgr.api_reader.get(Widget, "a", namespace=namespace)
         assert final.status == {"observedGeneration": 2, "size": 4, "phase": "Ready"}
         assert created.metadata.generation == 1
@@ -91,21 +100,32 @@ async def test_a_failing_key_backs_off_exponentially_while_other_keys_flow_and_t
     bad = Request(namespace, "bad")
     async with running(mgr):
         await mgr.api_client.create(widget(namespace, "bad"))
-        await eventually(lambda: ctrl.queue.num_requeues(bad) >= 5, 30, what="five retries of bad")
+        await eventually(
+            lambda: ctrl.queue.num_requeues(bad) >= 5, within=30, what="five retries of bad", interval=0.01
+        )
         delays = limiter.delays[bad][:5]
         assert delays == [0.005, 0.01, 0.02, 0.04, 0.08]  # 5 ms doubling (controller-runtime default)
         assert metric("controller_runtime_reconcile_errors_total", controller=name) >= 5
         for i in range(3):
             await mgr.api_client.create(widget(namespace, f"good-{i}"))
         for i in range(3):
-            await eventually(lambda i=i: is_ready(mgr.api_reader, namespace, f"good-{i}"), 30, what="good")
+            await eventually(
+                functools.partial(is_ready, mgr.api_reader, namespace, f"good-{i}"),
+                within=30,
+                what="good",
+                interval=0.01,
+            )
         assert ctrl.queue.num_requeues(bad) >= 5  # still failing, still backing off
         assert not await is_ready(mgr.api_reader, namespace, "bad")
 
         await mgr.api_client.create(widget(namespace, "terminal"))
-        await eventually(lambda: rec.calls["terminal"] == 1, 30, what="terminal reconciled")
+        await eventually(
+            lambda: rec.calls["terminal"] == 1, within=30, what="terminal reconciled", interval=0.01
+        )
         await mgr.api_client.create(widget(namespace, "barrier"))
-        await eventually(lambda: is_ready(mgr.api_reader, namespace, "barrier"), 30, what="barrier")
+        await eventually(
+            lambda: is_ready(mgr.api_reader, namespace, "barrier"), within=30, what="barrier", interval=0.01
+        )
         assert rec.calls["terminal"] == 1
         assert Request(namespace, "terminal") not in limiter.delays
         assert metric("controller_runtime_terminal_reconcile_errors_total", controller=name) == 1
@@ -145,11 +165,21 @@ async def test_a_change_to_an_owned_object_reconciles_its_owner(kubeconfig: Path
     ControllerBuilder(mgr).for_(Widget).owns(ConfigMap).named(f"owner-{namespace}").complete(rec)
     async with running(mgr):
         await mgr.api_client.create(widget(namespace, "a", size=3))
-        await eventually(lambda: _eq(child_data(mgr, namespace), {"size": "3"}), 30, what="child created")
+        await eventually(
+            lambda: _eq(child_data(mgr, namespace), {"size": "3"}),
+            within=30,
+            what="child created",
+            interval=0.01,
+        )
         tampered = await mgr.api_reader.get(ConfigMap, "a-child", namespace=namespace)
         tampered.data = {"size": "999"}
         await mgr.api_client.update(tampered)
-        await eventually(lambda: _eq(child_data(mgr, namespace), {"size": "3"}), 30, what="child repaired")
+        await eventually(
+            lambda: _eq(child_data(mgr, namespace), {"size": "3"}),
+            within=30,
+            what="child repaired",
+            interval=0.01,
+        )
         cm = await mgr.api_reader.get(ConfigMap, "a-child", namespace=namespace)
         (ref,) = cm.metadata.owner_references or []
         assert (ref.kind, ref.name, ref.controller) == ("Widget", "a", True)
@@ -178,7 +208,12 @@ async def test_the_converged_sample_reconciler_makes_zero_writes_and_a_stamping_
     ControllerBuilder(mgr).for_(Widget, predicates=[generation_changed]).named(f"i-{namespace}").complete(rec)
     async with running(mgr):
         await mgr.api_client.create(widget(namespace, "a", size=2))
-        await eventually(lambda: is_ready(mgr.client, namespace, "a"), 30, what="converged in the cache")
+        await eventually(
+            lambda: is_ready(mgr.client, namespace, "a"),
+            within=30,
+            what="converged in the cache",
+            interval=0.01,
+        )
         request = Request(namespace, "a")
         results = await assert_idempotent(rec, request, mgr.client, n=5)
         assert results == [Result()] * 5

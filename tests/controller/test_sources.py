@@ -14,8 +14,7 @@ from pyctrl.handler import RequestQueue
 from pyctrl.predicate import resource_version_changed
 from pyctrl.reconcile import Request
 from pyctrl.source import Channel, Kind
-
-from ._util import eventually
+from pyctrl.testing import eventually
 
 
 class RecordingHandler:
@@ -58,12 +57,12 @@ async def test_kind_source_reports_the_initial_list_then_live_creates_updates_an
     try:
         await source.start(sink)
         await source.wait_for_sync()
-        await eventually(lambda: len(handler.events) == 1, what="initial list")
+        await eventually(lambda: len(handler.events) == 1, within=10.0, what="initial list", interval=0.01)
         created = await client.create(cm("new"))
         created.data = {"k": "v"}
         updated = await client.update(created)
         await client.delete(updated)
-        await eventually(lambda: len(handler.events) == 4, what="live events")
+        await eventually(lambda: len(handler.events) == 4, within=10.0, what="live events", interval=0.01)
     finally:
         await source.stop()
         await cache.stop()
@@ -94,7 +93,7 @@ async def test_kind_source_predicates_filter_before_the_handler() -> None:
         obj.data = {"k": "v"}
         await client.update(obj)
         await client.create(cm("b"))
-        await eventually(lambda: len(handler.events) == 2, what="two creates")
+        await eventually(lambda: len(handler.events) == 2, within=10.0, what="two creates", interval=0.01)
     finally:
         await source.stop()
         await cache.stop()
@@ -109,7 +108,9 @@ async def test_channel_source_forwards_generic_events_and_wraps_plain_objects() 
     try:
         events.put_nowait(GenericEvent(cm("a")))
         events.put_nowait(cm("b"))  # a bare object becomes a GenericEvent
-        await eventually(lambda: len(handler.events) == 2, what="two generic events")
+        await eventually(
+            lambda: len(handler.events) == 2, within=10.0, what="two generic events", interval=0.01
+        )
     finally:
         await source.stop()
     assert [type(e) for e in handler.events] == [GenericEvent, GenericEvent]

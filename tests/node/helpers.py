@@ -3,29 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from pyctrl.envtest.node.kube import ApiError, Kube
-
-T = TypeVar("T")
+from pyctrl.testing import eventually
 
 REDIS_PROBE = ["sh", "-c", 'redis-cli -h "$POD_IP" ping | grep -q PONG']
-
-
-async def wait_for(what: str, check: Callable[[], Awaitable[T | None]], seconds: float = 60) -> T:
-    """Poll ``check`` until it returns something other than None/False; fail after ``seconds``."""
-    deadline = time.monotonic() + seconds
-    last: T | None = None
-    while time.monotonic() < deadline:
-        result = await check()
-        if result is not None and result is not False:
-            return result
-        last = result
-        await asyncio.sleep(0.1)  # poll interval (deadline above)
-    raise AssertionError(f"timed out after {seconds}s waiting for {what} (last: {last!r})")
 
 
 def condition(pod: dict[str, Any], kind: str) -> str | None:
@@ -177,4 +161,4 @@ async def ready_pods(
         live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
         return live if len(live) == count and all(ready(p) for p in live) else None
 
-    return await wait_for(f"{count} Ready pods of {app}", check, seconds)
+    return await eventually(check, within=seconds, what=f"{count} Ready pods of {app}", interval=0.1)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ import pytest
 
 from pyctrl.envtest.node.container import Backoff, Container
 from pyctrl.envtest.node.runtime import Launch
+from pyctrl.testing import eventually
 
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin"}
 
@@ -70,28 +70,25 @@ async def make(tmp_path: Path) -> AsyncIterator[Callable[..., tuple[Container, F
         assert container.process is None or container.process.returncode is not None
 
 
-async def until(what: str, check: Callable[[], bool], seconds: float = 10) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)  # poll interval (deadline above)
-
-
 async def test_a_crashing_container_restarts_at_once_then_waits_in_crash_loop_back_off(
     make: Callable[..., tuple[Container, FakePod]],
 ) -> None:
     container, pod = make({"command": ["sh", "-c", "exit 3"]})
     container.start()
-    await until(
-        "CrashLoopBackOff", lambda: container.state.get("waiting", {}).get("reason") == "CrashLoopBackOff"
+    await eventually(
+        lambda: container.state.get("waiting", {}).get("reason") == "CrashLoopBackOff",
+        within=10,
+        what="CrashLoopBackOff",
+        interval=0.02,
     )
     assert container.restart_count == 1  # the first restart happened at once
     assert container.last_state["terminated"]["exitCode"] == 3
     assert container.last_state["terminated"]["reason"] == "Error"
     assert pod.flushed[0]["state"]["terminated"]["exitCode"] == 3
     assert not pod.flushed[0]["ready"]
-    await until("a restart after the back-off", lambda: container.restart_count >= 3)
+    await eventually(
+        lambda: container.restart_count >= 3, within=10, what="a restart after the back-off", interval=0.02
+    )
 
 
 async def test_on_failure_stops_after_success_and_never_does_not_restart(
@@ -111,7 +108,7 @@ async def test_without_probes_a_running_container_is_started_and_ready(
 ) -> None:
     container, _ = make({"command": ["sleep", "60"]})
     container.start()
-    await until("ready", lambda: container.ready)
+    await eventually(lambda: container.ready, within=10, what="ready", interval=0.02)
     assert container.started
     assert "running" in container.state
     assert (
@@ -131,11 +128,15 @@ async def test_the_startup_probe_holds_started_and_ready_until_it_succeeds(
     probe = {"exec": {"command": ["sh", "-c", check]}, "periodSeconds": 0.05, "failureThreshold": 1000}
     container, _ = make({"command": ["sleep", "60"], "startupProbe": probe})
     container.start()
-    await until("three failed startup probes", lambda: attempts(tries) >= 3)
+    await eventually(
+        lambda: attempts(tries) >= 3, within=10, what="three failed startup probes", interval=0.02
+    )
     assert "running" in container.state
     assert (container.started, container.ready) == (False, False)
     mark.touch()
-    await until("started and ready", lambda: container.started and container.ready)
+    await eventually(
+        lambda: container.started and container.ready, within=10, what="started and ready", interval=0.02
+    )
 
 
 async def test_a_failing_readiness_probe_keeps_a_running_container_unready(
@@ -145,7 +146,9 @@ async def test_a_failing_readiness_probe_keeps_a_running_container_unready(
     probe = {"exec": {"command": ["sh", "-c", f"echo x >> {tries}; exit 1"]}, "periodSeconds": 0.05}
     container, _ = make({"command": ["sleep", "60"], "readinessProbe": probe})
     container.start()
-    await until("three failed readiness probes", lambda: attempts(tries) >= 3)
+    await eventually(
+        lambda: attempts(tries) >= 3, within=10, what="three failed readiness probes", interval=0.02
+    )
     assert container.started
     assert "running" in container.state
     assert not container.ready
@@ -157,5 +160,5 @@ async def test_a_failing_liveness_probe_kills_and_restarts_the_container(
     probe = {"tcpSocket": {"port": 9}, "periodSeconds": 0.05, "failureThreshold": 2}
     container, _ = make({"command": ["sleep", "60"], "livenessProbe": probe})
     container.start()
-    await until("a restart", lambda: container.restart_count >= 1)
+    await eventually(lambda: container.restart_count >= 1, within=10, what="a restart", interval=0.02)
     assert container.last_state["terminated"]["exitCode"] == 143

@@ -17,7 +17,8 @@ import pytest
 
 from pyctrl.envtest import Environment, poll_until
 from pyctrl.envtest.node.kube import ApiError, Kube
-from tests.node.helpers import alive, children, condition, container_pid, create, get_pod, wait_for
+from pyctrl.testing import eventually
+from tests.node.helpers import alive, children, condition, container_pid, create, get_pod
 
 pytestmark = pytest.mark.controlplane
 
@@ -45,7 +46,7 @@ async def test_the_node_registers_ready_on_loopback_and_renews_its_lease(kube: K
         renew = (await kube.get(lease_path))["spec"]["renewTime"]
         return renew if renew != first else None
 
-    later = await wait_for("the lease to be renewed", renewed, seconds=25)
+    later = await eventually(renewed, within=25, what="the lease to be renewed", interval=0.1)
     assert datetime.fromisoformat(later) > datetime.fromisoformat(first)
 
 
@@ -62,7 +63,7 @@ async def test_pending_pods_are_bound_unless_their_node_selector_does_not_match(
         pod = await get_pod(kube, namespace, "fits")
         return pod if pod and pod["status"].get("phase") == "Running" else None
 
-    fits = await wait_for("fits Running", running)
+    fits = await eventually(running, within=60, what="fits Running", interval=0.1)
     assert fits["spec"]["nodeName"] == "local-node"
     assert condition(fits, "PodScheduled") == "True"
 
@@ -70,7 +71,7 @@ async def test_pending_pods_are_bound_unless_their_node_selector_does_not_match(
         pod = await get_pod(kube, namespace, "picky")
         return pod if pod and condition(pod, "PodScheduled") == "False" else None
 
-    picky_pod = await wait_for("picky Unschedulable", unschedulable)
+    picky_pod = await eventually(unschedulable, within=60, what="picky Unschedulable", interval=0.1)
     assert "nodeName" not in picky_pod["spec"]
     [cond] = [c for c in picky_pod["status"]["conditions"] if c["type"] == "PodScheduled"]
     assert cond["reason"] == "Unschedulable"
@@ -112,7 +113,7 @@ async def extra_node_pod(
             return False
         return condition(node, "Ready") == "True"
 
-    await wait_for(f"node {name} Ready", node_ready)
+    await eventually(node_ready, within=60, what=f"node {name} Ready", interval=0.1)
     # The image is known only through the node's --image-map.
     container = {
         "name": "c",
@@ -126,7 +127,7 @@ async def extra_node_pod(
         current = await get_pod(kube, namespace, "on-extra")
         return current if current and current["status"].get("phase") == "Running" else None
 
-    running_pod = await wait_for("pod on the extra node Running", running)
+    running_pod = await eventually(running, within=60, what="pod on the extra node Running", interval=0.1)
     assert running_pod["status"]["podIP"].startswith("127.")
     pid = container_pid(running_pod)
     try:
@@ -163,7 +164,7 @@ async def test_a_killed_node_leaves_no_pod_process(
     async def dead() -> bool:
         return not alive(pid)
 
-    await wait_for("the container to die with its node", dead, seconds=10)
+    await eventually(dead, within=10, what="the container to die with its node", interval=0.1)
 
 
 def test_stopping_the_environment_leaves_no_pod_process() -> None:

@@ -13,6 +13,7 @@ import pytest
 from pyctrl.envtest import Environment
 from pyctrl.envtest.node import LOG_DIR_ANNOTATION
 from pyctrl.envtest.node.kube import ApiError, Kube
+from pyctrl.testing import eventually
 from tests.node.helpers import (
     alive,
     condition,
@@ -21,7 +22,6 @@ from tests.node.helpers import (
     create,
     get_pod,
     read,
-    wait_for,
 )
 
 pytestmark = pytest.mark.controlplane
@@ -40,7 +40,7 @@ async def pod_where(kube: Kube, namespace: str, name: str, what: str, check: Any
         pod = await get_pod(kube, namespace, name)
         return pod if pod is not None and check(pod) else None
 
-    return await wait_for(f"pod {name}: {what}", probe)
+    return await eventually(probe, within=60, what=f"pod {name}: {what}", interval=0.1)
 
 
 async def log_with(kube: Kube, namespace: str, name: str, container: str, text: str) -> str:
@@ -53,7 +53,7 @@ async def log_with(kube: Kube, namespace: str, name: str, container: str, text: 
         content = read(log)
         return content if text in content else None
 
-    return await wait_for(f"{text!r} in {log}", contains)
+    return await eventually(contains, within=60, what=f"{text!r} in {log}", interval=0.1)
 
 
 async def test_containers_see_their_volumes_at_their_mount_paths(kube: Kube, namespace: str) -> None:
@@ -292,7 +292,7 @@ async def test_graceful_deletion_runs_pre_stop_then_sigterm_then_sigkill_after_t
     async def gone() -> bool:
         return await get_pod(kube, namespace, "graceful") is None
 
-    await wait_for("graceful deleted", gone, seconds=30)
+    await eventually(gone, within=30, what="graceful deleted", interval=0.1)
     elapsed = time.monotonic() - started
     assert 2.0 <= elapsed < 10
     assert read(events).split() == ["started", "preStop", "TERM"]
@@ -312,7 +312,7 @@ async def test_a_claim_gets_a_local_volume_whose_data_is_removed_with_the_claim(
         current = await kube.get(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/data")
         return current if current.get("status", {}).get("phase") == "Bound" else None
 
-    bound_claim = await wait_for("claim Bound", bound)
+    bound_claim = await eventually(bound, within=60, what="claim Bound", interval=0.1)
     volume_name = bound_claim["spec"]["volumeName"]
     assert volume_name == f"pvc-{bound_claim['metadata']['uid']}"
     volume = await kube.get(f"/api/v1/persistentvolumes/{volume_name}")
@@ -331,5 +331,5 @@ async def test_a_claim_gets_a_local_volume_whose_data_is_removed_with_the_claim(
             return exc.status == 404
         return False
 
-    await wait_for("the volume deleted", volume_gone)
+    await eventually(volume_gone, within=60, what="the volume deleted", interval=0.1)
     assert not exists(path)

@@ -13,6 +13,7 @@ import pytest
 from pyctrl.envtest import Environment
 from pyctrl.envtest.node import LOG_DIR_ANNOTATION
 from pyctrl.envtest.node.kube import Kube
+from pyctrl.testing import eventually
 from tests.node.helpers import (
     REDIS_PROBE,
     alive,
@@ -28,7 +29,6 @@ from tests.node.helpers import (
     ready_pods,
     redis_cli,
     redis_statefulset,
-    wait_for,
 )
 
 pytestmark = pytest.mark.controlplane
@@ -128,7 +128,7 @@ async def test_deleting_a_pod_stops_redis_with_sigterm_and_the_recreated_pod_is_
         current = await get_pod(kube, namespace, "redis-0")
         return current if current and current["metadata"]["uid"] != uid and ready(current) else None
 
-    new = await wait_for("redis-0 recreated and Ready", recreated)
+    new = await eventually(recreated, within=60, what="redis-0 recreated and Ready", interval=0.1)
     assert not alive(pid)
     text = read(log)
     assert "Received SIGTERM scheduling shutdown" in text
@@ -149,7 +149,7 @@ async def test_deleting_the_statefulset_leaves_no_redis_server_process(
     async def gone() -> bool:
         return not await list_pods(kube, namespace, "app=redis")
 
-    await wait_for("the StatefulSet's pods to be gone", gone)
+    await eventually(gone, within=60, what="the StatefulSet's pods to be gone", interval=0.1)
     assert [pid for pid in pids if alive(pid)] == []
     assert pod_processes(envtest.pids()["local-node"], namespace) == []
 
@@ -186,10 +186,20 @@ async def test_an_unknown_image_and_a_crashing_command_are_reported_and_other_po
         state = container_status(pod or {}).get("state", {})
         return pod if state.get("waiting", {}).get("reason") == reason else None
 
-    unknown = await wait_for("ImageNotMapped", lambda: waiting_reason("unknown-image", "ImageNotMapped"))
+    unknown = await eventually(
+        lambda: waiting_reason("unknown-image", "ImageNotMapped"),
+        within=60,
+        what="ImageNotMapped",
+        interval=0.1,
+    )
     assert unknown["status"]["phase"] == "Pending"
     assert "example.com/no-such-image:1" in container_status(unknown)["state"]["waiting"]["message"]
-    crasher = await wait_for("CrashLoopBackOff", lambda: waiting_reason("crasher", "CrashLoopBackOff"))
+    crasher = await eventually(
+        lambda: waiting_reason("crasher", "CrashLoopBackOff"),
+        within=60,
+        what="CrashLoopBackOff",
+        interval=0.1,
+    )
     status = container_status(crasher)
     assert status["restartCount"] >= 1
     assert status["lastState"]["terminated"]["exitCode"] == 3
@@ -202,7 +212,7 @@ async def test_an_unknown_image_and_a_crashing_command_are_reported_and_other_po
         pod = await get_pod(kube, namespace, "healthy")
         return pod if pod and ready(pod) else None
 
-    pod = await wait_for("healthy Ready", healthy_ready)
+    pod = await eventually(healthy_ready, within=60, what="healthy Ready", interval=0.1)
     assert await redis_cli(pod["status"]["podIP"], "ping") == "PONG"
     node = await kube.get("/api/v1/nodes/local-node")
     assert {c["type"]: c["status"] for c in node["status"]["conditions"]}["Ready"] == "True"

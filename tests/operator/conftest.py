@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,27 +22,10 @@ from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.operator import Operator, OperatorOptions, build_operator
 from pyctrl.client import load_kubeconfig
 from pyctrl.envtest import Environment
+from pyctrl.testing import eventually
 
 ROLE = Path(__file__).resolve().parents[2] / "examples" / "rediscluster" / "deploy" / "role.yaml"
 OPERATOR_USER = "rediscluster-operator-e2e"
-
-
-async def eventually(
-    what: str, check: Callable[[], Awaitable[Any]], within: float, interval: float = 0.2
-) -> Any:
-    """Await ``check`` until it returns a truthy value (returned); fail after ``within`` seconds."""
-    deadline = time.monotonic() + within
-    last: Any = None
-    while True:
-        try:
-            last = await check()
-        except Exception as exc:  # transient while things start
-            last = exc
-        if last and not isinstance(last, Exception):
-            return last
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {within}s waiting for {what}; last: {last!r}")
-        await asyncio.sleep(interval)  # polling interval of a deadline-bounded wait
 
 
 @pytest.fixture(scope="session")
@@ -115,7 +97,9 @@ async def start_operator(operator_kubeconfig: Path, namespace: str) -> AsyncIter
         task = asyncio.create_task(op.manager.start(stop))
         handle = RunningOperator(op, stop, task)
         running.append(handle)
-        await eventually("the operator to be elected and synced", _started(op, task), 30)
+        await eventually(
+            _started(op, task), within=30, what="the operator to be elected and synced", interval=0.2
+        )
         return handle
 
     try:

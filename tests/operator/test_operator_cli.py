@@ -12,7 +12,8 @@ import yaml
 
 from pyctrl.envtest import Environment
 from pyctrl.envtest._process import free_port
-from tests.operator.conftest import Cluster, RunningOperator, eventually
+from pyctrl.testing import eventually
+from tests.operator.conftest import Cluster, RunningOperator
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -75,6 +76,6 @@ async def test_a_redis_config_overriding_managed_settings_is_reported_and_not_ap
         events = c.envtest.http.get(f"/api/v1/namespaces/{c.namespace}/events")["items"]
         return any(e["reason"] == "InvalidSpec" and "replicaof" in e["message"] for e in events)
 
-    await eventually("an InvalidSpec event naming replicaof", reported, 30)
+    await eventually(reported, within=30, what="an InvalidSpec event naming replicaof", interval=0.2)
     sts = c.envtest.http.get(f"/apis/apps/v1/namespaces/{c.namespace}/statefulsets")["items"]
     assert sts == []

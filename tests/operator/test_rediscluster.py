@@ -11,7 +11,8 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.operator.conftest import Cluster, OperatorFactory, RunningOperator, eventually
+from pyctrl.testing import eventually
+from tests.operator.conftest import Cluster, OperatorFactory, RunningOperator
 
 pytestmark = pytest.mark.controlplane
 
@@ -21,7 +22,7 @@ async def test_a_new_cluster_becomes_ready_with_one_master_and_replicating_repli
 ) -> None:
     c = cluster_factory("basic")
     c.create(replicas=3, downAfterMilliseconds=2000)
-    await eventually("Running with 3 ready replicas", lambda: c.ready(3), 90)
+    await eventually(lambda: c.ready(3), within=90, what="Running with 3 ready replicas", interval=0.2)
     status = c.status()
     master = status["currentMaster"]
     roles = await c.roles()
@@ -84,12 +85,12 @@ async def test_a_crashed_master_fails_over_without_losing_acknowledged_writes(
 ) -> None:
     c = cluster_factory("crash")
     c.create(replicas=3, downAfterMilliseconds=2000)
-    await eventually("Running", lambda: c.ready(3), 90)
+    await eventually(lambda: c.ready(3), within=90, what="Running", interval=0.2)
     old_master, epoch = c.status()["currentMaster"], c.status()["masterEpoch"]
     acked: list[tuple[float, int, str]] = []
     stop = asyncio.Event()
     writer = asyncio.create_task(_writer(c, acked, stop))
-    await eventually("some acknowledged writes", lambda: _true(len(acked) > 20), 30)
+    await eventually(lambda: _true(len(acked) > 20), within=30, what="some acknowledged writes", interval=0.2)
     crashed_at = time.monotonic()
     victim = await c.redis(old_master)
     with contextlib.suppress(Exception):
@@ -99,13 +100,25 @@ async def test_a_crashed_master_fails_over_without_losing_acknowledged_writes(
     def served_by_new_master() -> list[float]:
         return [t for t, _, m in acked if m != old_master and t > crashed_at]
 
-    await eventually("writes acknowledged by a new master", lambda: _true(bool(served_by_new_master())), 60)
+    await eventually(
+        lambda: _true(bool(served_by_new_master())),
+        within=60,
+        what="writes acknowledged by a new master",
+        interval=0.2,
+    )
     took = served_by_new_master()[0] - crashed_at
     violations: list[dict[str, str]] = []
     watcher = asyncio.create_task(_masters_never_two(c, violations, stop))
-    await eventually("Running again with the old master back as a replica", lambda: c.ready(3), 90)
+    await eventually(
+        lambda: c.ready(3),
+        within=90,
+        what="Running again with the old master back as a replica",
+        interval=0.2,
+    )
     n = len(acked)
-    await eventually("more writes on the new master", lambda: _true(len(acked) > n + 20), 30)
+    await eventually(
+        lambda: _true(len(acked) > n + 20), within=30, what="more writes on the new master", interval=0.2
+    )
     stop.set()
     await asyncio.gather(writer, watcher)
     new = c.status()["currentMaster"]
@@ -132,12 +145,17 @@ async def test_a_hung_master_fails_over_and_is_demoted_after_it_resumes(
 ) -> None:
     c = cluster_factory("hung")
     c.create(replicas=3, downAfterMilliseconds=1500)
-    await eventually("Running", lambda: c.ready(3), 90)
+    await eventually(lambda: c.ready(3), within=90, what="Running", interval=0.2)
     old_master, epoch = c.status()["currentMaster"], c.status()["masterEpoch"]
     pid = int((await _server_info(c, old_master))["process_id"])
     os.kill(pid, signal.SIGSTOP)
     try:
-        await eventually("a new master", lambda: _true(c.status().get("masterEpoch", 0) > epoch), 60)
+        await eventually(
+            lambda: _true(c.status().get("masterEpoch", 0) > epoch),
+            within=60,
+            what="a new master",
+            interval=0.2,
+        )
     finally:
         os.kill(pid, signal.SIGCONT)
     new = c.status()["currentMaster"]
@@ -147,7 +165,7 @@ async def test_a_hung_master_fails_over_and_is_demoted_after_it_resumes(
         info = await c.info(old_master)
         return bool(info["role"] == "slave" and info["master_host"] == c.pod_ip(new))
 
-    await eventually("the resumed old master to be demoted", demoted, 60)
+    await eventually(demoted, within=60, what="the resumed old master to be demoted", interval=0.2)
     assert list((await c.roles()).values()).count("master") == 1
 
 
@@ -173,18 +191,23 @@ async def test_scaling_through_the_scale_subresource_keeps_the_master_and_the_da
 ) -> None:
     c = cluster_factory("scale")
     c.create(replicas=3, downAfterMilliseconds=2000)
-    await eventually("Running with 3", lambda: c.ready(3), 90)
+    await eventually(lambda: c.ready(3), within=90, what="Running with 3", interval=0.2)
     master = c.status()["currentMaster"]
     client = await c.redis(master)
     await client.set("kept", "yes")
     await client.wait(2, 2000)
     await client.aclose()
     _scale(c, 5)
-    await eventually("Running with 5", lambda: c.ready(5), 90)
+    await eventually(lambda: c.ready(5), within=90, what="Running with 5", interval=0.2)
     assert c.status()["currentMaster"] == master
     _scale(c, 2)
-    await eventually("Running with 2", lambda: c.ready(2), 90)
-    await eventually("the scaled-in pods gone", lambda: _true(sorted(c.pods()) == ["scale-0", "scale-1"]), 60)
+    await eventually(lambda: c.ready(2), within=90, what="Running with 2", interval=0.2)
+    await eventually(
+        lambda: _true(sorted(c.pods()) == ["scale-0", "scale-1"]),
+        within=60,
+        what="the scaled-in pods gone",
+        interval=0.2,
+    )
     assert c.status()["currentMaster"] == master
     scale = c.envtest.http.get(f"{c.base}/{c.name}/scale")
     assert (scale["spec"]["replicas"], scale["status"]["replicas"]) == (2, 2)
@@ -199,7 +222,7 @@ async def test_scale_in_hands_the_master_over_before_removing_its_pod(
 ) -> None:
     c = cluster_factory("handover")
     c.create(replicas=3, downAfterMilliseconds=1500)
-    await eventually("Running", lambda: c.ready(3), 90)
+    await eventually(lambda: c.ready(3), within=90, what="Running", interval=0.2)
     first, epoch = c.status()["currentMaster"], c.status()["masterEpoch"]
     client = await c.redis(first)
     await client.set("kept", "yes")
@@ -207,12 +230,16 @@ async def test_scale_in_hands_the_master_over_before_removing_its_pod(
     with contextlib.suppress(Exception):
         await client.execute_command("SHUTDOWN", "NOSAVE")  # type: ignore[no-untyped-call]
     await client.aclose()
-    await eventually("a failover", lambda: _true(c.status().get("masterEpoch", 0) > epoch), 60)
-    await eventually("Running again", lambda: c.ready(3), 90)
+    await eventually(
+        lambda: _true(c.status().get("masterEpoch", 0) > epoch), within=60, what="a failover", interval=0.2
+    )
+    await eventually(lambda: c.ready(3), within=90, what="Running again", interval=0.2)
     assert c.status()["currentMaster"] != "handover-0"  # the old master is never the candidate
     _scale(c, 1)
-    await eventually("Running with one pod", lambda: c.ready(1), 120)
-    await eventually("only pod 0 left", lambda: _true(sorted(c.pods()) == ["handover-0"]), 60)
+    await eventually(lambda: c.ready(1), within=120, what="Running with one pod", interval=0.2)
+    await eventually(
+        lambda: _true(sorted(c.pods()) == ["handover-0"]), within=60, what="only pod 0 left", interval=0.2
+    )
     assert c.status()["currentMaster"] == "handover-0"
     reader = await c.redis("handover-0")
     assert await reader.get("kept") == "yes"
@@ -225,7 +252,7 @@ async def test_deleting_a_persistent_cluster_snapshots_then_garbage_collects_eve
 ) -> None:
     c = cluster_factory("gone")
     c.create(replicas=2, enablePersistence=True, storageSize="64Mi", downAfterMilliseconds=2000)
-    await eventually("Running", lambda: c.ready(2), 120)
+    await eventually(lambda: c.ready(2), within=120, what="Running", interval=0.2)
     assert c.get()["metadata"]["finalizers"] == ["redis.pyctrl.dev/finalizer"]
     client = await c.redis(c.status()["currentMaster"])
     await client.set("persisted", "1")
@@ -239,7 +266,7 @@ async def test_deleting_a_persistent_cluster_snapshots_then_garbage_collects_eve
             return "404" in str(exc)
         return False
 
-    await eventually("the RedisCluster to be gone", gone, 90)
+    await eventually(gone, within=90, what="the RedisCluster to be gone", interval=0.2)
     events = c.envtest.http.get(f"/api/v1/namespaces/{c.namespace}/events")["items"]
     reasons = {e["reason"] for e in events if e["involvedObject"].get("name") == c.name}
     assert "SnapshotTaken" in reasons
@@ -252,7 +279,7 @@ async def test_deleting_a_persistent_cluster_snapshots_then_garbage_collects_eve
         )
         return not sts and not cms["items"] and not c.pods()
 
-    await eventually("children garbage-collected", children_gone, 90)
+    await eventually(children_gone, within=90, what="children garbage-collected", interval=0.2)
 
 
 async def test_an_operator_restarted_mid_failover_converges_on_the_recorded_master(
@@ -261,7 +288,7 @@ async def test_an_operator_restarted_mid_failover_converges_on_the_recorded_mast
     first = await start_operator()
     c = cluster_factory("resume")
     c.create(replicas=3, downAfterMilliseconds=2000)
-    await eventually("Running", lambda: c.ready(3), 90)
+    await eventually(lambda: c.ready(3), within=90, what="Running", interval=0.2)
     old, epoch = c.status()["currentMaster"], c.status()["masterEpoch"]
     client = await c.redis(old)
     await client.set("survives", "yes")
@@ -282,7 +309,7 @@ async def test_an_operator_restarted_mid_failover_converges_on_the_recorded_mast
         roles = await c.roles()
         return await c.ready(3) and roles[target] == "master" and list(roles.values()).count("master") == 1
 
-    await eventually("the recorded master to be the only master", converged, 90)
+    await eventually(converged, within=90, what="the recorded master to be the only master", interval=0.2)
     assert c.status()["masterEpoch"] == epoch + 1
     for pod in c.pods():
         reader = await c.redis(pod)
@@ -298,7 +325,7 @@ async def test_a_converged_cluster_reconciles_without_writing(
 
     c = cluster_factory("steady")
     c.create(replicas=3)
-    await eventually("Running", lambda: c.ready(3), 90)
+    await eventually(lambda: c.ready(3), within=90, what="Running", interval=0.2)
     mgr = operator.operator.manager
     rv = c.get()["metadata"]["resourceVersion"]
 
@@ -308,7 +335,7 @@ async def test_a_converged_cluster_reconciles_without_writing(
         cached = await mgr.client.get(RedisCluster, c.name, namespace=c.namespace)
         return bool(cached.metadata.resource_version == rv)
 
-    await eventually("the cache to hold the converged object", cache_caught_up, 30)
+    await eventually(cache_caught_up, within=30, what="the cache to hold the converged object", interval=0.2)
     await assert_idempotent(operator.operator.reconciler, Request(c.namespace, c.name), mgr.client, n=10)
 
 
@@ -329,7 +356,7 @@ async def test_the_password_comes_from_the_secret_and_appears_nowhere_else(
         },
     )
     c.create(replicas=2, auth={"passwordSecret": {"name": "redis-auth", "key": "password"}})
-    await eventually("Running", lambda: c.ready(2), 90)
+    await eventually(lambda: c.ready(2), within=90, what="Running", interval=0.2)
     master = c.status()["currentMaster"]
     anonymous = await c.redis(master)
     with pytest.raises(Exception, match=r"NOAUTH|authenticat"):

@@ -7,8 +7,7 @@ calls in order, stopping at Wait), minus Kubernetes: labels land in a dict.
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 
 from examples.rediscluster import redis_admin
 from examples.rediscluster.topology import (
@@ -24,18 +23,6 @@ from examples.rediscluster.topology import (
     Wait,
 )
 from tests.rediscluster._servers import RedisServer
-
-
-async def eventually(
-    what: str, check: Callable[[], Awaitable[bool]], *, within: float = 10.0, interval: float = 0.05
-) -> float:
-    """Await ``check()`` until it is True; return the seconds it took; fail after ``within`` s."""
-    start = time.monotonic()
-    while not await check():
-        if time.monotonic() - start > within:
-            raise AssertionError(f"timed out after {within:g}s waiting for {what}")
-        await asyncio.sleep(interval)
-    return time.monotonic() - start
 
 
 def pod_name(i: int) -> str:

@@ -27,7 +27,8 @@ from examples.rediscluster.topology import (
     scale_down_victims,
     switchover,
 )
-from tests.rediscluster._harness import eventually, execute, link_up, observe_all
+from pyctrl.testing import eventually
+from tests.rediscluster._harness import execute, link_up, observe_all
 from tests.rediscluster._servers import RedisServer, RedisServers, free_port
 
 POLICY = Policy(down_after=1.0)
@@ -63,7 +64,7 @@ async def switch_over(
         planned = switchover(await observe_all(servers, labels), recorded, to)
         return not planned.actions or not isinstance(planned.actions[0], Wait)
 
-    await eventually(f"a switchover to {to} to be possible", possible)
+    await eventually(possible, within=10.0, what=f"a switchover to {to} to be possible")
     assert planned.actions[0] == RecordMaster(to, recorded.master_epoch + 1)
     assert Switchover(recorded.current_master or "", to) in planned.actions
     return await converge(servers, recorded, labels, planned)
@@ -99,12 +100,12 @@ async def lagging_cluster(
     recorded = await converge(servers, ClusterState(), labels)
     assert recorded == ClusterState("rc-0", 1)
     assert labels == {"rc-0": "master", "rc-1": "replica", "rc-2": "replica"}
-    await eventually("replicas in sync", lambda: all_in_sync([s1, s2]))
+    await eventually(lambda: all_in_sync([s1, s2]), within=10.0, what="replicas in sync")
     # rc-1 falls behind: stopped with its replication link cut, it sees none of the next writes.
     s1.sigstop()
     with s0.client() as c:
         c.client_kill_filter(_type="replica")
-    await eventually("rc-2 to reconnect", lambda: link_up(s2))
+    await eventually(lambda: link_up(s2), within=10.0, what="rc-2 to reconnect")
     acked = write_acknowledged(s0, 200, 1)
     assert len(acked) == 200
     return servers, labels, recorded, acked
@@ -120,7 +121,9 @@ async def test_failover_promotes_the_most_advanced_replica_and_loses_no_acknowle
     prober.watch(KEY, endpoints, master="rc-0", down_after=POLICY.down_after)
     await prober.start()
     try:
-        await eventually("a first reply", lambda: _true(prober.last_valid_reply(KEY, "rc-0") is not None))
+        await eventually(
+            lambda: _true(prober.last_valid_reply(KEY, "rc-0") is not None), within=10.0, what="a first reply"
+        )
         await asyncio.to_thread(s0.shutdown_nosave)  # off the loop: the prober keeps probing
         killed = time.monotonic()
         s1.sigcont()
@@ -133,7 +136,9 @@ async def test_failover_promotes_the_most_advanced_replica_and_loses_no_acknowle
         )
         assert isinstance(early.actions[0], Wait), "no promotion inside the down-after window"
 
-        await eventually("the master to be declared down", lambda: _true(prober.master_down(KEY)))
+        await eventually(
+            lambda: _true(prober.master_down(KEY)), within=10.0, what="the master to be declared down"
+        )
         detected = time.monotonic() - killed
         observed = await observe_all(servers, labels)
         offsets = {n.pod: n.redis.offset for n in observed if n.redis}
@@ -153,7 +158,7 @@ async def test_failover_promotes_the_most_advanced_replica_and_loses_no_acknowle
         acting_ms = (time.perf_counter() - started) * 1000
         prober.watch(KEY, endpoints, master="rc-2", down_after=POLICY.down_after)
         assert (await redis_admin.observe(s2.host, s2.port)).role is Role.MASTER
-        await eventually("rc-1 to sync from rc-2", lambda: link_up(s1))
+        await eventually(lambda: link_up(s1), within=10.0, what="rc-1 to sync from rc-2")
         assert missing(s2, acked) == []
         assert missing(s1, acked) == []
         assert write_acknowledged(s2, 10, 1, prefix="after") == [f"after{i}" for i in range(10)]
@@ -162,7 +167,7 @@ async def test_failover_promotes_the_most_advanced_replica_and_loses_no_acknowle
         back = plan(await observe_all(servers, labels), recorded, POLICY)
         assert back.actions == (Demote("rc-0", "rc-2"),)
         recorded = await execute(back, servers, recorded, labels)
-        await eventually("rc-0 to sync from rc-2", lambda: link_up(s0))
+        await eventually(lambda: link_up(s0), within=10.0, what="rc-0 to sync from rc-2")
         assert plan(await observe_all(servers, labels), recorded, POLICY).converged
         assert missing(s0, acked) == []
         timing = f"plan {decision_ms:.2f} ms, promote+re-point {acting_ms:.1f} ms"
@@ -180,7 +185,7 @@ async def test_an_empty_restarted_master_is_not_a_sync_source(redis_servers: Red
     s0, s1, s2 = servers
     labels: dict[str, str] = {}
     recorded = await converge(servers, ClusterState(), labels)
-    await eventually("replicas in sync", lambda: all_in_sync([s1, s2]))
+    await eventually(lambda: all_in_sync([s1, s2]), within=10.0, what="replicas in sync")
     acked = write_acknowledged(s0, 100, 2)
     assert len(acked) == 100
 
@@ -198,7 +203,9 @@ async def test_an_empty_restarted_master_is_not_a_sync_source(redis_servers: Red
     recorded = await converge(servers, recorded, labels, decided)
     assert recorded == ClusterState(first.pod, 2)
     await eventually(
-        "everyone in sync", lambda: all_in_sync([s for i, s in enumerate(servers) if f"rc-{i}" != first.pod])
+        lambda: all_in_sync([s for i, s in enumerate(servers) if f"rc-{i}" != first.pod]),
+        within=10.0,
+        what="everyone in sync",
     )
     for server in servers:
         assert missing(server, acked) == []
@@ -211,7 +218,7 @@ async def test_restart_between_record_and_promote_resumes_the_same_decision(
     s0, s1, s2 = servers
     labels: dict[str, str] = {}
     recorded = await converge(servers, ClusterState(), labels)
-    await eventually("replicas in sync", lambda: all_in_sync([s1, s2]))
+    await eventually(lambda: all_in_sync([s1, s2]), within=10.0, what="replicas in sync")
     s0.shutdown_nosave()
 
     decided = plan(await observe_all(servers, labels), recorded, POLICY, master_unhealthy_for=60)
@@ -233,12 +240,12 @@ async def test_scale_in_hands_the_master_over_before_removing_it(redis_servers: 
     s0, s1, s2 = servers
     labels: dict[str, str] = {}
     recorded = await converge(servers, ClusterState(), labels)
-    await eventually("replicas in sync", lambda: all_in_sync([s1, s2]))
+    await eventually(lambda: all_in_sync([s1, s2]), within=10.0, what="replicas in sync")
     # Move the master to the highest ordinal first, by a planned switchover.
     recorded = await switch_over(servers, recorded, labels, "rc-2")
     assert recorded == ClusterState("rc-2", 2)
     assert labels["rc-2"] == "master"
-    await eventually("replicas in sync", lambda: all_in_sync([s0, s1]))
+    await eventually(lambda: all_in_sync([s0, s1]), within=10.0, what="replicas in sync")
     acked = write_acknowledged(s2, 100, 2)
     assert len(acked) == 100
 

@@ -10,7 +10,7 @@ import pytest
 
 from examples.rediscluster import redis_admin
 from examples.rediscluster.prober import ClusterKey, Endpoint, HealthProber
-from tests.rediscluster._harness import eventually
+from pyctrl.testing import eventually
 from tests.rediscluster._servers import RedisServers
 
 KEY: ClusterKey = ("ns", "cache")
@@ -44,7 +44,9 @@ class FakeRedis:
     async def rounds(self, host: str, n: int = 2) -> None:
         """Wait until ``host`` was probed ``n`` more times (so every earlier state was recorded)."""
         target = self.calls[host] + n
-        await eventually(f"{n} more probes of {host}", lambda: _true(self.calls[host] >= target), within=5)
+        await eventually(
+            lambda: _true(self.calls[host] >= target), within=5, what=f"{n} more probes of {host}"
+        )
 
 
 async def _true(value: bool) -> bool:
@@ -134,7 +136,9 @@ async def test_a_hung_endpoint_delays_only_its_own_probes(
         assert fake.calls["10.0.0.1"] == 1  # one probe in flight at a time
         clock.now = 1.0
         # the hung probe is cut off (2 * io_timeout + 1 s) and counts as no valid reply
-        await eventually("the hung probe to time out", lambda: _true(fake.calls["10.0.0.1"] >= 2), within=3)
+        await eventually(
+            lambda: _true(fake.calls["10.0.0.1"] >= 2), within=3, what="the hung probe to time out"
+        )
         await fake.rounds("10.0.0.2")
         assert prober.master_down(KEY)
         assert prober.last_valid_reply(KEY, "rc-0") is None
@@ -151,7 +155,7 @@ async def test_stop_leaves_no_task_behind_even_with_probes_in_flight(
     before = asyncio.all_tasks()
     prober.watch(KEY, ENDPOINTS, master="rc-0", down_after=1.0)
     await prober.start()
-    await eventually("both probes in flight", lambda: _true(len(fake.calls) == 2))
+    await eventually(lambda: _true(len(fake.calls) == 2), within=10.0, what="both probes in flight")
     assert len(asyncio.all_tasks() - before) == 3
     await prober.stop()
     assert asyncio.all_tasks() == before
@@ -233,11 +237,17 @@ async def test_a_sigstopped_master_is_declared_down_after_the_window(redis_serve
     await prober.start()
     try:
         await eventually(
-            "first valid replies", lambda: _true(prober.last_valid_reply(KEY, "rc-0") is not None)
+            lambda: _true(prober.last_valid_reply(KEY, "rc-0") is not None),
+            within=10.0,
+            what="first valid replies",
         )
         m.sigstop()  # hung, not dead: TCP still connects; the redis_servers teardown resumes it
         stopped = time.monotonic()
-        detected = await eventually("the master to be declared down", lambda: _true(prober.master_down(KEY)))
+        start = time.monotonic()
+        await eventually(
+            lambda: _true(prober.master_down(KEY)), within=10.0, what="the master to be declared down"
+        )
+        detected = time.monotonic() - start
         assert prober.master_unhealthy_for(KEY) >= down_after
         last_ok = prober.last_valid_reply(KEY, "rc-0")
         assert last_ok is not None

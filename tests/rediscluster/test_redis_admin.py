@@ -10,7 +10,8 @@ import pytest
 from examples.rediscluster import redis_admin
 from examples.rediscluster.redis_admin import RedisCommandError, RedisUnavailable
 from examples.rediscluster.topology import Role
-from tests.rediscluster._harness import eventually, link_up
+from pyctrl.testing import eventually
+from tests.rediscluster._harness import link_up
 from tests.rediscluster._servers import RedisServer, RedisServers, free_port
 
 SECRET = "s3cr3t-Pa55word-xyz"
@@ -18,7 +19,7 @@ SECRET = "s3cr3t-Pa55word-xyz"
 
 async def replicate(replica: RedisServer, master: RedisServer) -> None:
     await redis_admin.replica_of(replica.host, replica.port, master.host, master.port, replica.password)
-    await eventually(f"{replica.name} link up", lambda: link_up(replica))
+    await eventually(lambda: link_up(replica), within=10.0, what=f"{replica.name} link up")
 
 
 # --- INFO parsing (pure) -------------------------------------------------------------------------
@@ -95,8 +96,7 @@ async def test_observe_parses_master_and_replica_roles(redis_servers: RedisServe
     assert replica.slave_repl_offset is not None
     assert replica.run_id != master.run_id
     await eventually(
-        "the master to list its replica online",
-        lambda: _listed_online(m, (r.host, r.port)),
+        lambda: _listed_online(m, (r.host, r.port)), within=10.0, what="the master to list its replica online"
     )
 
 
@@ -136,14 +136,16 @@ async def test_failover_to_hands_the_master_over_without_losing_writes(redis_ser
         for i in range(100):
             c.set(f"k{i}", i)
     # FAILOVER refuses a target the master does not list online yet (topology waits for that too)
-    await eventually("the replica online at the master", lambda: _listed_online(m, (r.host, r.port)))
+    await eventually(
+        lambda: _listed_online(m, (r.host, r.port)), within=10.0, what="the replica online at the master"
+    )
     await redis_admin.failover_to(m.host, m.port, r.host, r.port)
 
     async def handed_over() -> bool:
         new, old = await redis_admin.observe(r.host, r.port), await redis_admin.observe(m.host, m.port)
         return new.role is Role.MASTER and old.role is Role.REPLICA and old.failover_state == "no-failover"
 
-    await eventually("FAILOVER TO to finish", handed_over)
+    await eventually(handed_over, within=10.0, what="FAILOVER TO to finish")
     assert await redis_admin.failover_state(m.host, m.port) == "no-failover"
     old = await redis_admin.observe(m.host, m.port)
     assert (old.master_host, old.master_port) == (r.host, r.port)
@@ -168,7 +170,7 @@ async def test_bgsave_is_started_then_tracked_without_blocking(redis_servers: Re
     async def done() -> bool:
         return not (await redis_admin.bgsave_status(s.host, s.port)).in_progress
 
-    await eventually("BGSAVE to finish", done)
+    await eventually(done, within=10.0, what="BGSAVE to finish")
     after = await redis_admin.bgsave_status(s.host, s.port)
     assert after.last_status == "ok"
     assert after.changes_since_last_save == 0

@@ -30,7 +30,13 @@ from examples.rediscluster import redis_admin
 from examples.rediscluster.api import RedisCluster, RedisClusterPhase, RedisClusterStatus
 from examples.rediscluster.children import ensure
 from examples.rediscluster.prober import ClusterKey, Endpoint, HealthProber
-from examples.rediscluster.resources import REDIS_PORT, ROLE_LABEL, InvalidSpec, desired_children
+from examples.rediscluster.resources import (
+    REDIS_PORT,
+    ROLE_LABEL,
+    InvalidSpec,
+    desired_children,
+    selector_labels,
+)
 from examples.rediscluster.status import observed_status
 from examples.rediscluster.topology import (
     ClusterState,
@@ -188,7 +194,7 @@ class RedisClusterReconciler:
         pod_list = await self.client.list(
             Pod,
             namespace=cluster.namespace,
-            labels={"app.kubernetes.io/instance": cluster.name, "app.kubernetes.io/name": "redis"},
+            labels=selector_labels(cluster),
         )
         pods = {p.name: p for p in pod_list if _ordinal(p) >= 0}
 

@@ -40,6 +40,7 @@ __all__ = [
     "pod_disruption_budget",
     "redis_conf",
     "selector",
+    "selector_labels",
     "statefulset",
 ]
 
@@ -91,15 +92,14 @@ def labels(cluster: RedisCluster) -> dict[str, str]:
     }
 
 
+def selector_labels(cluster: RedisCluster) -> dict[str, str]:
+    """The labels that select the cluster's pods (all but managed-by)."""
+    return {k: v for k, v in labels(cluster).items() if k != "app.kubernetes.io/managed-by"}
+
+
 def selector(cluster: RedisCluster) -> str:
     """The pods' label selector, serialised (status.selector, for the scale subresource)."""
-    return ",".join(
-        f"{k}={v}" for k, v in sorted(labels(cluster).items()) if k != "app.kubernetes.io/managed-by"
-    )
-
-
-def _selector_labels(cluster: RedisCluster) -> dict[str, str]:
-    return {k: v for k, v in labels(cluster).items() if k != "app.kubernetes.io/managed-by"}
+    return ",".join(f"{k}={v}" for k, v in sorted(selector_labels(cluster).items()))
 
 
 def headless_service_name(cluster: RedisCluster) -> str:
@@ -156,7 +156,7 @@ def _service(cluster: RedisCluster, name: str, extra_selector: dict[str, str], *
         "kind": "Service",
         "metadata": {"name": name, "namespace": cluster.namespace, "labels": labels(cluster)},
         "spec": {
-            "selector": {**_selector_labels(cluster), **extra_selector},
+            "selector": {**selector_labels(cluster), **extra_selector},
             "ports": [{"name": "redis", "port": REDIS_PORT, "targetPort": REDIS_PORT, "protocol": "TCP"}],
             **spec,
         },
@@ -226,7 +226,7 @@ def statefulset(cluster: RedisCluster, replicas: int) -> dict[str, Any]:
         "replicas": replicas,
         "serviceName": headless_service_name(cluster),
         "podManagementPolicy": "Parallel",
-        "selector": {"matchLabels": _selector_labels(cluster)},
+        "selector": {"matchLabels": selector_labels(cluster)},
         "template": {
             "metadata": {
                 "labels": labels(cluster),
@@ -260,7 +260,7 @@ def pod_disruption_budget(cluster: RedisCluster) -> dict[str, Any]:
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": {"name": cluster.name, "namespace": cluster.namespace, "labels": labels(cluster)},
-        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": _selector_labels(cluster)}},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector_labels(cluster)}},
     }
 
 

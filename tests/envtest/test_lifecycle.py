@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from pyctrl.envtest import AlreadyRunning, Environment
+from pyctrl.envtest._http import poll_until
 from pyctrl.envtest._process import pid_alive
 
 pytestmark = pytest.mark.controlplane
@@ -89,7 +90,10 @@ def test_cli_start_status_stop_round_trip(state_dir: Path) -> None:
 def test_start_recovers_a_stale_state_dir_from_a_killed_run(state_dir: Path) -> None:
     assert envtest_cli("start", "--state-dir", str(state_dir), "--no-local-node").returncode == 0
     old = Environment.attach(state_dir)
-    os.kill(old.pids()["kube-apiserver"], signal.SIGKILL)  # a crashed run: the rest survive
+    killed = old.pids()["kube-apiserver"]
+    os.kill(killed, signal.SIGKILL)  # a crashed run: the rest survive
+    # SIGKILL is delivered asynchronously: a Go process with many threads takes a moment to exit.
+    poll_until("the killed kube-apiserver to exit", lambda: not pid_alive(killed), 30)
     survivors = [old.pids()["etcd"], old.pids()["kube-controller-manager"]]
 
     env = Environment(state_dir=state_dir, local_node=False, attached=False)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, overload
+from typing import Any, Protocol, TypeVar
 
 from pyctrl.cache.informer import Informer, Registration, ResourceEventHandler, decoder_for
 from pyctrl.cache.reflector import Transform, strip_managed_fields
@@ -34,11 +34,11 @@ from pyctrl.cache.store import Key
 from pyctrl.cache.watcher import Backoff
 from pyctrl.client.errors import CacheError, CacheNotStarted, CacheSyncTimeout, FieldNotIndexed, NotFound
 from pyctrl.client.gvk import GroupVersionKind
-from pyctrl.client.interfaces import ListOptions, ObjectList
+from pyctrl.client.interfaces import ListOptions, ObjectList, ReaderBase
 from pyctrl.client.objects import KubeObject
 from pyctrl.client.restmapper import RESTMapping
 from pyctrl.client.scheme import Kind, kind_gvk
-from pyctrl.client.selectors import FieldSelector, Selector
+from pyctrl.client.selectors import FieldSelector
 from pyctrl.client.watch import ListerWatcher
 
 __all__ = ["ByObject", "Cache", "KindInformer", "ListWatchSource"]
@@ -105,7 +105,7 @@ class KindInformer:
         return [self.informers[namespace]]
 
 
-class Cache:
+class Cache(ReaderBase):
     """controller-runtime's informer cache (see the module docstring)."""
 
     def __init__(
@@ -232,13 +232,7 @@ class Cache:
         return ki, informers
 
     # -- Reader ---------------------------------------------------------------------------------
-    @overload
-    async def get(self, kind: type[T], name: str, *, namespace: str | None = None) -> T: ...
-    @overload
-    async def get(
-        self, kind: GroupVersionKind, name: str, *, namespace: str | None = None
-    ) -> dict[str, Any]: ...
-    async def get(self, kind: Kind, name: str, *, namespace: str | None = None) -> Any:
+    async def _get(self, kind: Kind, name: str, namespace: str | None) -> Any:
         ki, informers = await self._synced_informers(kind, namespace)
         if ki.namespaced and not namespace:
             raise ValueError(f"{kind_gvk(kind).kind} is namespaced: a namespace is required")
@@ -249,34 +243,7 @@ class Cache:
         plural = kind_gvk(kind).kind.lower()
         raise NotFound({"reason": "NotFound", "code": 404, "message": f'{plural} "{name}" not found'})
 
-    @overload
-    async def list(
-        self,
-        kind: type[T],
-        *,
-        namespace: str | None = None,
-        labels: Mapping[str, str] | None = None,
-        label_selector: str | Selector | None = None,
-        fields: Mapping[str, str] | None = None,
-        field_selector: str | FieldSelector | None = None,
-        limit: int | None = None,
-        continue_: str | None = None,
-    ) -> ObjectList[T]: ...
-    @overload
-    async def list(
-        self,
-        kind: GroupVersionKind,
-        *,
-        namespace: str | None = None,
-        labels: Mapping[str, str] | None = None,
-        label_selector: str | Selector | None = None,
-        fields: Mapping[str, str] | None = None,
-        field_selector: str | FieldSelector | None = None,
-        limit: int | None = None,
-        continue_: str | None = None,
-    ) -> ObjectList[dict[str, Any]]: ...
-    async def list(self, kind: Kind, **options: Any) -> ObjectList[Any]:
-        opts = ListOptions.build(**options)
+    async def _list(self, kind: Kind, opts: ListOptions) -> ObjectList[Any]:
         if opts.continue_:
             raise ValueError("the cache does not page: continue_ is not supported (use limit only)")
         _, informers = await self._synced_informers(kind, opts.namespace)

@@ -23,7 +23,7 @@ from typing import Any, TypeVar, overload
 
 from pyctrl.client.config import Config
 from pyctrl.client.gvk import GroupVersionKind
-from pyctrl.client.interfaces import ListOptions, ObjectList, Preconditions, PropagationPolicy
+from pyctrl.client.interfaces import ListOptions, ObjectList, Preconditions, PropagationPolicy, ReaderBase
 from pyctrl.client.objects import KubeObject
 from pyctrl.client.patch import Patch, PatchType
 from pyctrl.client.rest import Transport
@@ -80,7 +80,7 @@ def decode_list_items(kind: Kind, items: list[dict[str, Any]]) -> list[Any]:
     return [kind.model_validate(i) for i in items]
 
 
-class ApiClient:
+class ApiClient(ReaderBase):
     """A :class:`~pyctrl.client.interfaces.Client` that talks to the apiserver directly.
 
     Use as ``async with ApiClient(await load_config()) as client: ...`` (or call :meth:`close`).
@@ -111,45 +111,12 @@ class ApiClient:
         return resource_path(mapping, namespace=namespace, name=name, subresource=subresource)
 
     # -- Reader ---------------------------------------------------------------------------------
-    @overload
-    async def get(self, kind: type[T], name: str, *, namespace: str | None = None) -> T: ...
-    @overload
-    async def get(
-        self, kind: GroupVersionKind, name: str, *, namespace: str | None = None
-    ) -> dict[str, Any]: ...
-    async def get(self, kind: Kind, name: str, *, namespace: str | None = None) -> Any:
+    async def _get(self, kind: Kind, name: str, namespace: str | None) -> Any:
         mapping = await self.mapping(kind)
         data = await self.transport.request("GET", resource_path(mapping, namespace=namespace, name=name))
         return decode(kind, data)
 
-    @overload
-    async def list(
-        self,
-        kind: type[T],
-        *,
-        namespace: str | None = None,
-        labels: Mapping[str, str] | None = None,
-        label_selector: str | Selector | None = None,
-        fields: Mapping[str, str] | None = None,
-        field_selector: str | FieldSelector | None = None,
-        limit: int | None = None,
-        continue_: str | None = None,
-    ) -> ObjectList[T]: ...
-    @overload
-    async def list(
-        self,
-        kind: GroupVersionKind,
-        *,
-        namespace: str | None = None,
-        labels: Mapping[str, str] | None = None,
-        label_selector: str | Selector | None = None,
-        fields: Mapping[str, str] | None = None,
-        field_selector: str | FieldSelector | None = None,
-        limit: int | None = None,
-        continue_: str | None = None,
-    ) -> ObjectList[dict[str, Any]]: ...
-    async def list(self, kind: Kind, **options: Any) -> ObjectList[Any]:
-        opts = ListOptions.build(**options)
+    async def _list(self, kind: Kind, opts: ListOptions) -> ObjectList[Any]:
         mapping = await self.mapping(kind)
         path = resource_path(mapping, namespace=opts.namespace, all_namespaces=True)
         doc = await self.transport.request_json("GET", path, params=opts.query())

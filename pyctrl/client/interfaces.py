@@ -2,7 +2,8 @@
 
 Mirrors controller-runtime ``pkg/client/interfaces.go``. Every implementation — the apiserver
 client, the cache-backed split client, the fake client — satisfies these Protocols, so
-reconcilers depend on the Protocol and tests swap the implementation.
+reconcilers depend on the Protocol and tests swap the implementation. ``ReaderBase`` carries the
+typed ``get``/``list`` signatures once for pyctrl's own readers (each implements ``_get``/``_list``).
 
 Call shape (controller-runtime's obj-in, typed-out)::
 
@@ -17,6 +18,7 @@ the object as stored by the apiserver and leave their argument unmodified.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, TypeVar, overload
@@ -33,6 +35,7 @@ __all__ = [
     "Preconditions",
     "PropagationPolicy",
     "Reader",
+    "ReaderBase",
     "StatusWriter",
     "SubResourceClient",
     "Writer",
@@ -103,6 +106,16 @@ class ListOptions:
             namespace or None, Selector(reqs), FieldSelector(clauses), limit or None, continue_ or None
         )
 
+    def as_kwargs(self) -> dict[str, Any]:
+        """These options as keyword arguments of ``Reader.list`` (to hand them to another reader)."""
+        return {
+            "namespace": self.namespace,
+            "label_selector": self.label_selector,
+            "field_selector": self.field_selector,
+            "limit": self.limit,
+            "continue_": self.continue_,
+        }
+
     def query(self) -> dict[str, Any]:
         """The query parameters for the apiserver."""
         return {
@@ -149,6 +162,63 @@ class Reader(Protocol):
         limit: int | None = None,
         continue_: str | None = None,
     ) -> ObjectList[dict[str, Any]]: ...
+
+
+class ReaderBase(ABC):
+    """The typed ``get``/``list`` of :class:`Reader`, written once for every implementation.
+
+    A subclass implements :meth:`_get` and :meth:`_list`; the overloads give callers a typed
+    object for a class and a dict for a ``GroupVersionKind``, and ``list`` options are parsed
+    and checked (:meth:`ListOptions.build`) before :meth:`_list` sees them.
+    """
+
+    @overload
+    async def get(self, kind: type[T], name: str, *, namespace: str | None = None) -> T: ...
+    @overload
+    async def get(
+        self, kind: GroupVersionKind, name: str, *, namespace: str | None = None
+    ) -> dict[str, Any]: ...
+    async def get(
+        self, kind: type[KubeObject] | GroupVersionKind, name: str, *, namespace: str | None = None
+    ) -> Any:
+        return await self._get(kind, name, namespace)
+
+    @overload
+    async def list(
+        self,
+        kind: type[T],
+        *,
+        namespace: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        label_selector: str | Selector | None = None,
+        fields: Mapping[str, str] | None = None,
+        field_selector: str | FieldSelector | None = None,
+        limit: int | None = None,
+        continue_: str | None = None,
+    ) -> ObjectList[T]: ...
+    @overload
+    async def list(
+        self,
+        kind: GroupVersionKind,
+        *,
+        namespace: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        label_selector: str | Selector | None = None,
+        fields: Mapping[str, str] | None = None,
+        field_selector: str | FieldSelector | None = None,
+        limit: int | None = None,
+        continue_: str | None = None,
+    ) -> ObjectList[dict[str, Any]]: ...
+    async def list(self, kind: type[KubeObject] | GroupVersionKind, **options: Any) -> ObjectList[Any]:
+        return await self._list(kind, ListOptions.build(**options))
+
+    @abstractmethod
+    async def _get(self, kind: type[KubeObject] | GroupVersionKind, name: str, namespace: str | None) -> Any:
+        """The object ``name`` (typed for a class, a dict for a GVK); ``NotFound`` when absent."""
+
+    @abstractmethod
+    async def _list(self, kind: type[KubeObject] | GroupVersionKind, opts: ListOptions) -> ObjectList[Any]:
+        """The objects matching ``opts`` (typed for a class, dicts for a GVK)."""
 
 
 class Writer(Protocol):

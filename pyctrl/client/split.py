@@ -16,23 +16,24 @@ Guarantees:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any, TypeVar, overload
+from collections.abc import Iterable
+from typing import Any, TypeVar
 
 from pyctrl.client.gvk import GroupVersionKind
 from pyctrl.client.interfaces import (
     Client,
+    ListOptions,
     ObjectList,
     Preconditions,
     PropagationPolicy,
     Reader,
+    ReaderBase,
     StatusWriter,
     SubResourceClient,
 )
 from pyctrl.client.objects import KubeObject
 from pyctrl.client.patch import Patch
 from pyctrl.client.scheme import Kind, kind_gvk
-from pyctrl.client.selectors import FieldSelector, Selector
 
 __all__ = ["SplitClient"]
 
@@ -40,7 +41,7 @@ T = TypeVar("T", bound=KubeObject)
 ObjT = TypeVar("ObjT", bound=KubeObject | dict[str, Any])
 
 
-class SplitClient:
+class SplitClient(ReaderBase):
     """A ``Client`` that reads through ``cache`` and writes through ``client``."""
 
     def __init__(
@@ -68,43 +69,11 @@ class SplitClient:
             return self.client
         return self.cache
 
-    @overload
-    async def get(self, kind: type[T], name: str, *, namespace: str | None = None) -> T: ...
-    @overload
-    async def get(
-        self, kind: GroupVersionKind, name: str, *, namespace: str | None = None
-    ) -> dict[str, Any]: ...
-    async def get(self, kind: Kind, name: str, *, namespace: str | None = None) -> Any:
+    async def _get(self, kind: Kind, name: str, namespace: str | None) -> Any:
         return await self._reader(kind).get(kind, name, namespace=namespace)
 
-    @overload
-    async def list(
-        self,
-        kind: type[T],
-        *,
-        namespace: str | None = None,
-        labels: Mapping[str, str] | None = None,
-        label_selector: str | Selector | None = None,
-        fields: Mapping[str, str] | None = None,
-        field_selector: str | FieldSelector | None = None,
-        limit: int | None = None,
-        continue_: str | None = None,
-    ) -> ObjectList[T]: ...
-    @overload
-    async def list(
-        self,
-        kind: GroupVersionKind,
-        *,
-        namespace: str | None = None,
-        labels: Mapping[str, str] | None = None,
-        label_selector: str | Selector | None = None,
-        fields: Mapping[str, str] | None = None,
-        field_selector: str | FieldSelector | None = None,
-        limit: int | None = None,
-        continue_: str | None = None,
-    ) -> ObjectList[dict[str, Any]]: ...
-    async def list(self, kind: Kind, **options: Any) -> ObjectList[Any]:
-        return await self._reader(kind).list(kind, **options)
+    async def _list(self, kind: Kind, opts: ListOptions) -> ObjectList[Any]:
+        return await self._reader(kind).list(kind, **opts.as_kwargs())
 
     async def create(self, obj: ObjT, *, dry_run: bool = False, field_manager: str | None = None) -> ObjT:
         return await self.client.create(obj, dry_run=dry_run, field_manager=field_manager)

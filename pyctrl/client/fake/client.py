@@ -15,14 +15,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar
 
 import orjson
 
 from pyctrl.client.errors import Gone, MethodNotAllowed
 from pyctrl.client.fake.core import FakeCore
 from pyctrl.client.gvk import GroupVersionKind
-from pyctrl.client.interfaces import ListOptions, ObjectList, Preconditions, PropagationPolicy
+from pyctrl.client.interfaces import ListOptions, ObjectList, Preconditions, PropagationPolicy, ReaderBase
 from pyctrl.client.objects import KubeObject
 from pyctrl.client.patch import Patch, PatchType, apply_json_patch, apply_merge_patch
 from pyctrl.client.restmapper import RESTMapping, StaticRESTMapper
@@ -40,7 +40,7 @@ def _as(obj: Object, data: dict[str, Any]) -> Any:
     return type(obj).model_validate(data) if isinstance(obj, KubeObject) else data
 
 
-class FakeClient:
+class FakeClient(ReaderBase):
     """An in-memory :class:`~pyctrl.client.interfaces.Client` (see the module docstring)."""
 
     def __init__(
@@ -62,43 +62,11 @@ class FakeClient:
         """Nothing to release (symmetry with ``ApiClient``)."""
 
     # -- Reader ---------------------------------------------------------------------------------
-    @overload
-    async def get(self, kind: type[T], name: str, *, namespace: str | None = None) -> T: ...
-    @overload
-    async def get(
-        self, kind: GroupVersionKind, name: str, *, namespace: str | None = None
-    ) -> dict[str, Any]: ...
-    async def get(self, kind: Kind, name: str, *, namespace: str | None = None) -> Any:
+    async def _get(self, kind: Kind, name: str, namespace: str | None) -> Any:
         return decode(kind, self.core.get(kind_gvk(kind), name, namespace))
 
-    @overload
-    async def list(
-        self,
-        kind: type[T],
-        *,
-        namespace: str | None = None,
-        labels: Mapping[str, str] | None = None,
-        label_selector: str | Selector | None = None,
-        fields: Mapping[str, str] | None = None,
-        field_selector: str | FieldSelector | None = None,
-        limit: int | None = None,
-        continue_: str | None = None,
-    ) -> ObjectList[T]: ...
-    @overload
-    async def list(
-        self,
-        kind: GroupVersionKind,
-        *,
-        namespace: str | None = None,
-        labels: Mapping[str, str] | None = None,
-        label_selector: str | Selector | None = None,
-        fields: Mapping[str, str] | None = None,
-        field_selector: str | FieldSelector | None = None,
-        limit: int | None = None,
-        continue_: str | None = None,
-    ) -> ObjectList[dict[str, Any]]: ...
-    async def list(self, kind: Kind, **options: Any) -> ObjectList[Any]:
-        found = self.core.list(kind_gvk(kind), ListOptions.build(**options))
+    async def _list(self, kind: Kind, opts: ListOptions) -> ObjectList[Any]:
+        found = self.core.list(kind_gvk(kind), opts)
         found.items = [decode(kind, item) for item in found.items]
         return found
 

@@ -259,8 +259,12 @@ class Environment:
         if self.state_file.exists():  # a restart: record the new pid, or stop would miss it
             self._save_state()
 
+    def _admin_cert(self) -> tuple[Path, Path]:
+        """The (cert, key) of the ``admin`` user in ``system:masters`` (issued once per state dir)."""
+        return self.pki.client_cert("admin", ("system:masters",))
+
     def _write_admin_kubeconfig(self) -> None:
-        cert, key = self.pki.client_cert("admin", ("system:masters",))
+        cert, key = self._admin_cert()
         write_kubeconfig(
             self.kubeconfig_path,
             server=self.server_url,
@@ -279,7 +283,7 @@ class Environment:
             self._save_state()
 
     def _connect(self) -> None:
-        cert, key = self.pki.client_cert("admin", ("system:masters",))
+        cert, key = self._admin_cert()
         self._http = AdminHTTP(self.server_url, self.pki.ca_cert, cert, key)
 
     def _apiserver_ready(self) -> bool:

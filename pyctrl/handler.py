@@ -5,8 +5,10 @@ A handler receives an event and a ``RequestQueue`` (the controller's workqueue, 
 
 - ``enqueue_request_for_object()``: the object itself;
 - ``enqueue_request_for_owner(owner_kind, only_controller=True)``: the owner named by the object's
-  ownerReferences (by default only the *controller* owner), in the object's namespace; for updates
-  both the old and the new owners, so moving ownership reconciles both;
+  ownerReferences (by default only the *controller* owner), in the object's namespace, or with
+  namespace ``""`` when the owner kind is cluster-scoped (asked of the REST mapper when the
+  ``Kind`` source starts); for updates both the old and the new owners, so moving ownership
+  reconciles both;
 - ``enqueue_requests_from_map_func(fn)``: whatever ``fn(obj)`` returns (old and new on update).
 
 Priorities (controller-runtime priority queue): objects from an informer's initial list and
@@ -16,7 +18,7 @@ first; everything else at priority 0.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -115,14 +117,31 @@ def enqueue_request_for_object() -> EventHandler:
     return _ForObject(_self_request)
 
 
-def enqueue_request_for_owner(owner_kind: Kind, *, only_controller: bool = True) -> EventHandler:
-    """Enqueue the owner of kind ``owner_kind`` named in each object's ownerReferences."""
-    owner: GroupVersionKind = kind_gvk(owner_kind)
+class _OwnerHandler(_MapHandler):
+    """``enqueue_request_for_owner``; the owner's scope comes from the REST mapper at source start."""
 
-    def owners(obj: Any) -> list[Request]:
+    def __init__(self, owner: GroupVersionKind, only_controller: bool, namespaced: bool | None) -> None:
+        super().__init__(self._owners)
+        object.__setattr__(self, "owner", owner)
+        object.__setattr__(self, "only_controller", only_controller)
+        object.__setattr__(self, "owner_namespaced", namespaced)
+
+    owner: GroupVersionKind
+    only_controller: bool
+    owner_namespaced: bool | None
+
+    async def resolve_scope(self, mapping: Callable[[GroupVersionKind], Awaitable[Any]]) -> None:
+        """Learn whether the owner kind is namespaced (``mapping`` returns a ``RESTMapping``)."""
+        if self.owner_namespaced is None:
+            object.__setattr__(self, "owner_namespaced", bool((await mapping(self.owner)).namespaced))
+
+    def _owners(self, obj: Any) -> list[Request]:
+        # A namespaced owner lives in its dependent's namespace (Kubernetes refuses other
+        # namespaces); a cluster-scoped owner is requested with namespace "".
+        namespace = "" if self.owner_namespaced is False else _access.namespace(obj)
         out = []
         for ref in _access.owner_references(obj):
-            if only_controller and not ref.get("controller"):
+            if self.only_controller and not ref.get("controller"):
                 continue
             try:
                 ref_gvk = GroupVersionKind.from_api_version(
@@ -130,11 +149,22 @@ def enqueue_request_for_owner(owner_kind: Kind, *, only_controller: bool = True)
                 )
             except ValueError:
                 continue
-            if (ref_gvk.group, ref_gvk.kind) == (owner.group, owner.kind):
-                out.append(Request(_access.namespace(obj), str(ref.get("name", ""))))
+            if (ref_gvk.group, ref_gvk.kind) == (self.owner.group, self.owner.kind):
+                out.append(Request(namespace, str(ref.get("name", ""))))
         return out
 
-    return _MapHandler(owners)
+
+def enqueue_request_for_owner(
+    owner_kind: Kind, *, only_controller: bool = True, owner_namespaced: bool | None = None
+) -> EventHandler:
+    """Enqueue the owner of kind ``owner_kind`` named in each object's ownerReferences.
+
+    ``owner_namespaced=None`` asks the REST mapper when a ``Kind`` source starts (as
+    controller-runtime does at construction); until then, or for other sources, the owner is
+    taken to be namespaced. Pass ``False`` for a cluster-scoped owner watched through a
+    ``Channel``.
+    """
+    return _OwnerHandler(kind_gvk(owner_kind), only_controller, owner_namespaced)
 
 
 def enqueue_requests_from_map_func(fn: MapFunc) -> EventHandler:

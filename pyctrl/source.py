@@ -24,7 +24,7 @@ from pyctrl.cache.informer import DeletedFinalStateUnknown
 from pyctrl.client.scheme import Kind as KindType
 from pyctrl.client.scheme import kind_gvk
 from pyctrl.event import CreateEvent, DeleteEvent, Event, GenericEvent, UpdateEvent
-from pyctrl.handler import EventHandler, RequestQueue, dispatch
+from pyctrl.handler import EventHandler, RequestQueue, _OwnerHandler, dispatch
 from pyctrl.predicate import Predicate, PredicateLike, as_predicate, passes
 
 __all__ = ["Channel", "EventSink", "Kind", "Source", "SyncingSource"]
@@ -96,6 +96,9 @@ class Kind:
 
     # Source ---------------------------------------------------------------------------------
     async def start(self, sink: EventSink) -> None:
+        handler = self._dispatch.handler
+        if isinstance(handler, _OwnerHandler):
+            await handler.resolve_scope(self.cache.mapping)
         self._dispatch.sink = sink
         self._informer = await self.cache.get_informer(self.kind)
         self._registration = self._informer.add_event_handler(self)

@@ -167,6 +167,10 @@ class Cache(ReaderBase):
         return all(results)
 
     # -- informers ------------------------------------------------------------------------------
+    async def mapping(self, kind: Kind) -> RESTMapping:
+        """The REST mapping of ``kind`` (resource and scope), from the cache's source."""
+        return await self._source.mapping(kind)
+
     async def get_informer(self, kind: Kind) -> KindInformer:
         """The informer(s) of ``kind``, created (and started if the cache runs) on first use."""
         gvk = kind_gvk(kind)

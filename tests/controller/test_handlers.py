@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyctrl.client.objects import ConfigMap, ObjectMeta, OwnerReference, StatefulSet
+from pyctrl.client.objects import ConfigMap, Namespace, ObjectMeta, OwnerReference, StatefulSet
+from pyctrl.client.restmapper import StaticRESTMapper
 from pyctrl.event import CreateEvent, DeleteEvent, Event, GenericEvent, UpdateEvent
 from pyctrl.handler import (
     EventHandler,
+    _OwnerHandler,
     dispatch,
     enqueue_request_for_object,
     enqueue_request_for_owner,
@@ -106,6 +108,22 @@ def test_owner_handler_enqueues_an_owner_once_per_event() -> None:
     old = child(ref("StatefulSet", "same"), rv="1")
     new = child(ref("StatefulSet", "same"), rv="2")
     assert run(enqueue_request_for_owner(StatefulSet), UpdateEvent(old, new)) == [(Request("ns", "same"), 0)]
+
+
+def test_owner_handler_requests_a_cluster_scoped_owner_without_a_namespace() -> None:
+    obj = child(ref("Namespace", "ns", api_version="v1"))
+    given = enqueue_request_for_owner(Namespace, owner_namespaced=False)
+    assert run(given, CreateEvent(obj)) == [(Request("", "ns"), 0)]
+
+
+async def test_owner_handler_asks_the_rest_mapper_for_the_owner_scope() -> None:
+    obj = child(ref("Namespace", "ns", api_version="v1"), ref("StatefulSet", "sts", controller=None))
+    mapper = StaticRESTMapper()
+    for kind, want in ((Namespace, Request("", "ns")), (StatefulSet, Request("ns", "sts"))):
+        handler = enqueue_request_for_owner(kind, only_controller=False)
+        assert isinstance(handler, _OwnerHandler)
+        await handler.resolve_scope(mapper.mapping)
+        assert run(handler, CreateEvent(obj)) == [(want, 0)]
 
 
 def test_map_func_handler_enqueues_what_the_function_returns_deduplicated() -> None:

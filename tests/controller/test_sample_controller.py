@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from pyctrl.builder import ControllerBuilder
-from pyctrl.client.objects import ConfigMap, ObjectMeta
+from pyctrl.client.objects import ConfigMap, Namespace, ObjectMeta
 from pyctrl.controllerutil import create_or_update, set_controller_reference
 from pyctrl.predicate import generation_changed
 from pyctrl.reconcile import Request, Result, TerminalError
@@ -183,6 +183,34 @@ async def test_a_change_to_an_owned_object_reconciles_its_owner(kubeconfig: Path
         cm = await mgr.api_reader.get(ConfigMap, "a-child", namespace=namespace)
         (ref,) = cm.metadata.owner_references or []
         assert (ref.kind, ref.name, ref.controller) == ("Widget", "a", True)
+
+
+class RequestRecorder:
+    def __init__(self) -> None:
+        self.requests: list[Request] = []
+
+    async def reconcile(self, request: Request) -> Result:
+        self.requests.append(request)
+        return Result()
+
+
+async def test_an_owned_object_enqueues_its_cluster_scoped_owner_without_a_namespace(
+    kubeconfig: Path, namespace: str
+) -> None:
+    # A ConfigMap controlled by the (cluster-scoped) Namespace it lives in: the request for the
+    # owner must be ("", name); ("<namespace>", name) would be a Namespace that cannot exist.
+    mgr = await new_manager(kubeconfig, namespace)
+    rec = RequestRecorder()
+    only_owned_events = [lambda event: False]  # the Namespace's own events are filtered out
+    builder = ControllerBuilder(mgr).for_(Namespace, predicates=only_owned_events).owns(ConfigMap)
+    builder.named(f"ns-owner-{namespace}").complete(rec)
+    async with running(mgr):
+        owner = await mgr.api_reader.get(Namespace, namespace)
+        cm = ConfigMap(metadata=ObjectMeta(name="owned", namespace=namespace))
+        set_controller_reference(owner, cm)
+        await mgr.api_client.create(cm)
+        await eventually(lambda: rec.requests, within=30, what="a reconcile of the owner", interval=0.01)
+        assert rec.requests == [Request("", namespace)]
 
 
 async def _eq(value: Any, want: Any) -> bool:

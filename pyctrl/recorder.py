@@ -9,9 +9,13 @@ Correlation (client-go defaults):
 - a repeat of an event already written (same involved object, type, reason, message and source)
   within 10 minutes does not create a new Event: the existing one is patched with ``count + 1``
   and a new ``lastTimestamp``;
+- *similar* events (same object, type, reason and source, different messages): from the 10th
+  distinct message within 10 minutes on, they go to one Event whose message is
+  ``(combined from similar events): <latest message>`` and whose count grows (client-go's
+  ``EventAggregator``), so a message carrying an attempt number or a timestamp cannot defeat
+  the repeat correlation above;
 - a per-object token bucket (burst 25, one token per 5 minutes) drops events beyond it, so a
   reconcile loop stuck emitting events costs the apiserver at most 25 writes, then one per 5 min.
-Left out: client-go's aggregation of *similar* events (same reason, different messages) into one.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ __all__ = ["EventBroadcaster", "EventRecorder"]
 NORMAL, WARNING = "Normal", "Warning"
 _DEDUP_WINDOW = 600.0
 _BURST, _REFILL_SECONDS = 25, 300.0
+_SIMILAR_MAX = 10
+_COMBINED_PREFIX = "(combined from similar events): "
 _MAX_KEYS = 4096
 
 
@@ -48,6 +54,12 @@ class _Seen:
     namespace: str
     count: int
     written_at: float
+
+
+@dataclass
+class _Similar:
+    messages: set[str]
+    at: float
 
 
 @dataclass
@@ -68,6 +80,7 @@ class EventBroadcaster:
         self._pending: asyncio.Queue[tuple[str, dict[str, Any], str, str, str]] = asyncio.Queue(maxsize=1000)
         self._seen: OrderedDict[tuple[str, ...], _Seen] = OrderedDict()
         self._buckets: OrderedDict[tuple[str, ...], _Bucket] = OrderedDict()
+        self._similar: OrderedDict[tuple[str, ...], _Similar] = OrderedDict()
 
     def new_recorder(self, component: str) -> EventRecorder:
         return EventRecorder(self, component)
@@ -93,6 +106,22 @@ class EventBroadcaster:
         finally:
             stopping.cancel()
 
+    def _aggregate(self, similar_key: tuple[str, ...], message: str) -> tuple[tuple[str, ...], str]:
+        """The correlation key and message to write: the event's own until ``_SIMILAR_MAX``
+        distinct messages were seen for ``similar_key`` within the window, then the combined one."""
+        now = self.clock()
+        similar = self._similar.pop(similar_key, None)
+        if similar is None or now - similar.at > _DEDUP_WINDOW:
+            similar = _Similar(set(), now)
+        similar.messages.add(message)
+        similar.at = now
+        self._similar[similar_key] = similar
+        while len(self._similar) > _MAX_KEYS:
+            self._similar.popitem(last=False)
+        if len(similar.messages) < _SIMILAR_MAX:
+            return (*similar_key, message), message
+        return similar_key, _COMBINED_PREFIX + message
+
     def _allow(self, key: tuple[str, ...]) -> bool:
         now = self.clock()
         bucket = self._buckets.pop(key, None) or _Bucket(_BURST, now)
@@ -112,10 +141,14 @@ class EventBroadcaster:
         obj_key = (component, involved.get("uid", ""), involved.get("kind", ""), involved.get("name", ""))
         if not self._allow(obj_key):
             return
-        key = (*obj_key, type_, reason, message)
+        key, message = self._aggregate((*obj_key, type_, reason), message)
         seen = self._seen.get(key)
         try:
-            if seen is not None and self.clock() - seen.written_at < _DEDUP_WINDOW and await self._bump(seen):
+            if (
+                seen is not None
+                and self.clock() - seen.written_at < _DEDUP_WINDOW
+                and await self._bump(seen, message)
+            ):
                 return
             self._seen[key] = await self._create(component, involved, type_, reason, message)
             self._seen.move_to_end(key)
@@ -124,13 +157,16 @@ class EventBroadcaster:
         except KubernetesError as exc:
             self.log.info("Could not write event", reason=reason, object=involved.get("name"), error=str(exc))
 
-    async def _bump(self, seen: _Seen) -> bool:
+    async def _bump(self, seen: _Seen, message: str) -> bool:
         ref = {
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {"name": seen.name, "namespace": seen.namespace},
         }
-        patch = RawPatch(PatchType.MERGE, {"count": seen.count + 1, "lastTimestamp": _now()})
+        # the message too: a combined event shows the latest of its similar messages
+        patch = RawPatch(
+            PatchType.MERGE, {"count": seen.count + 1, "lastTimestamp": _now(), "message": message[:1024]}
+        )
         try:
             await self.client.patch(ref, patch)
         except NotFound:

@@ -105,6 +105,29 @@ async def test_a_hot_loop_costs_at_most_the_burst_then_one_write_per_refill_peri
     assert len(fx.writes) == 27
 
 
+async def test_similar_events_are_combined_from_the_tenth_distinct_message(
+    env: tuple[Fixture, Callable[[], Any]],
+) -> None:
+    fx, flush = env
+    for i in range(12):
+        fx.recorder.event(involved(), "Warning", "Failed", f"attempt {i}")
+    fx.recorder.event(involved(), "Warning", "OtherReason", "attempt 0")  # not similar: own event
+    await flush()
+    by_reason = sorted((e["reason"], e["message"], e["count"]) for e in await fx.events())
+    assert by_reason == sorted(
+        [
+            *(("Failed", f"attempt {i}", 1) for i in range(9)),
+            ("Failed", "(combined from similar events): attempt 11", 3),
+            ("OtherReason", "attempt 0", 1),
+        ]
+    )
+    # after the window the messages count afresh
+    fx.clock.now += 601
+    fx.recorder.event(involved(), "Warning", "Failed", "attempt 12")
+    await flush()
+    assert ("Failed", "attempt 12", 1) in [(e["reason"], e["message"], e["count"]) for e in await fx.events()]
+
+
 async def test_a_repeat_after_the_correlation_window_creates_a_new_event(
     env: tuple[Fixture, Callable[[], Any]],
 ) -> None:

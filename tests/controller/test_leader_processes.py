@@ -25,9 +25,13 @@ from pyctrl.envtest._process import pid_alive
 
 pytestmark = pytest.mark.controlplane
 
-LEASE, RENEW, RETRY = 4.0, 3.0, 1.0
+# Shorter than the defaults (15/10/2 s) to keep the tests quick, with LEASE well above the
+# SIGTERM bound (JITTER * RETRY + MARGIN = 3.2 s): a standby that took over without the release
+# would need the lease to expire first, at least LEASE - RETRY = 7 s after the last renewal.
+# MARGIN covers a loaded CI machine (process start-up of the reconcile, scheduling).
+LEASE, RENEW, RETRY = 8.0, 6.0, 1.0
 JITTER = 1.2  # candidates retry every RETRY * [1, 1.2)
-MARGIN = 1.0
+MARGIN = 2.0
 REPO = Path(__file__).parents[2]
 
 

@@ -156,21 +156,20 @@ async def test_failover_to_hands_the_master_over_without_losing_writes(redis_ser
 async def test_bgsave_is_started_then_tracked_without_blocking(redis_servers: RedisServers) -> None:
     (s,) = redis_servers.start(1)
     with s.client() as c:
-        c.mset({f"k{i}": i for i in range(400)})
-        c.config_set("rdb-key-save-delay", 1000)  # ~0.4 s save: long enough to see it running
+        c.mset({f"k{i}": i for i in range(3000)})
+        c.config_set("rdb-key-save-delay", 1000)  # a ~3 s save: still running when bgsave returns
     before = await redis_admin.bgsave_status(s.host, s.port)
     assert not before.in_progress
-    assert before.changes_since_last_save == 400
-    started = time.monotonic()
+    assert before.changes_since_last_save == 3000
     assert await redis_admin.bgsave(s.host, s.port) is True
-    assert time.monotonic() - started < 0.3, "bgsave must return at once"
+    # returned at once: the save it started is still running
     assert await redis_admin.bgsave(s.host, s.port) is False  # already running: nothing new started
     assert (await redis_admin.bgsave_status(s.host, s.port)).in_progress
 
     async def done() -> bool:
         return not (await redis_admin.bgsave_status(s.host, s.port)).in_progress
 
-    await eventually(done, within=10.0, what="BGSAVE to finish")
+    await eventually(done, within=30.0, what="BGSAVE to finish")
     after = await redis_admin.bgsave_status(s.host, s.port)
     assert after.last_status == "ok"
     assert after.changes_since_last_save == 0
@@ -192,7 +191,7 @@ async def test_nothing_listening_is_unavailable_fast() -> None:
     started = time.monotonic()
     with pytest.raises(RedisUnavailable, match=f"127.0.0.1:{port}"):
         await redis_admin.observe("127.0.0.1", port, io_timeout=0.5)
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 3.0  # refused at once; the bound only catches a retry loop
 
 
 async def test_a_hung_server_times_out_within_the_bound(redis_servers: RedisServers) -> None:
@@ -202,7 +201,9 @@ async def test_a_hung_server_times_out_within_the_bound(redis_servers: RedisServ
         started = time.monotonic()
         with pytest.raises(RedisUnavailable):
             await call(s.host, s.port, None, io_timeout=0.3)
-        assert time.monotonic() - started < 2 * 0.3 + 0.5 + 0.3
+        # connect + one command, each bounded by io_timeout, plus slack for a loaded machine;
+        # without the timeouts the call would hang as long as the server does
+        assert time.monotonic() - started < 2 * 0.3 + 2.0
 
 
 async def test_auth_works_and_the_password_never_appears_in_errors(redis_servers: RedisServers) -> None:

@@ -401,9 +401,16 @@ class RedisClusterReconciler:
         try:
             pod = await self.client.get(Pod, master, namespace=cluster.namespace)
         except NotFound:
-            return True  # nothing left to save
-        ip = pod.status.pod_ip if pod.status else None
-        if not ip:
+            pod = None
+        ip = pod.status.pod_ip if pod is not None and pod.status else None
+        if not ip:  # nothing running to save from: say so, as for an unreachable master
+            why = "not found" if pod is None else "has no IP"
+            self.recorder.event(
+                cluster,
+                "Warning",
+                "SnapshotSkipped",
+                f"master pod {master} {why}; deleting without a final snapshot",
+            )
             return True
         password = await self._password(cluster)
         marker = "redis.pyctrl.dev/snapshot-started"

@@ -10,7 +10,8 @@ the names most operators need. Sub-packages, one concept each:
 - ``pyctrl.reconcile``      -- ``pkg/reconcile``: Request, Result, TerminalError
 - ``pyctrl.event``, ``pyctrl.predicate``, ``pyctrl.handler``, ``pyctrl.source`` -- the event plumbing
 - ``pyctrl.controller``     -- ``pkg/internal/controller``: workers and result handling
-- ``pyctrl.builder``        -- ``pkg/builder``: ControllerBuilder
+- ``pyctrl.builder``        -- ``pkg/builder``: ControllerBuilder, WebhookBuilder
+- ``pyctrl.webhook``        -- ``pkg/webhook``: the HTTPS webhook server, defaulting/validating handlers
 - ``pyctrl.manager``        -- ``pkg/manager``: runnables, servers, leader election
 - ``pyctrl.leaderelection`` -- client-go ``tools/leaderelection`` (Lease lock)
 - ``pyctrl.recorder``       -- client-go ``tools/record``: Events with correlation
@@ -21,7 +22,7 @@ the names most operators need. Sub-packages, one concept each:
 - ``pyctrl.testing``        -- ``assert_idempotent``: zero writes once a reconciler has converged
 """
 
-from pyctrl.builder import BuilderError, ControllerBuilder
+from pyctrl.builder import BuilderError, ControllerBuilder, WebhookBuilder
 from pyctrl.client import ApiClient, Config, load_config
 from pyctrl.controller import Controller, ControllerError
 from pyctrl.log import get_logger, setup_logging
@@ -44,6 +45,7 @@ __all__ = [
     "Result",
     "Runnable",
     "TerminalError",
+    "WebhookBuilder",
     "get_logger",
     "load_config",
     "setup_logging",

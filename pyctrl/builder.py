@@ -21,6 +21,14 @@
 Misuse is reported by ``complete`` with ``BuilderError``: no ``for_`` and no name, ``for_`` given
 twice, ``owns`` without ``for_``, a duplicate controller name, a reconciler without
 ``async def reconcile(self, request) -> Result``.
+
+Webhooks (controller-runtime ``WebhookManagedBy``)::
+
+    WebhookBuilder(mgr).for_(RedisCluster).with_defaulter(d).with_validator(v).complete()
+
+registers ``/mutate-<group>-<version>-<kind>`` and/or ``/validate-<group>-<version>-<kind>`` on
+``mgr.webhook_server`` (see ``mutate_path`` / ``validate_path``); ``complete`` reports a missing
+``for_`` or neither a defaulter nor a validator.
 """
 
 from __future__ import annotations
@@ -35,9 +43,10 @@ from pyctrl.controller import Controller, ControllerError
 from pyctrl.handler import EventHandler, enqueue_request_for_object, enqueue_request_for_owner
 from pyctrl.predicate import PredicateLike
 from pyctrl.source import Kind, Source
+from pyctrl.webhook import CustomDefaulter, CustomValidator, with_custom_defaulter, with_custom_validator
 from pyctrl.workqueue import RateLimiter
 
-__all__ = ["BuilderError", "ControllerBuilder"]
+__all__ = ["BuilderError", "ControllerBuilder", "WebhookBuilder", "mutate_path", "validate_path"]
 
 
 class BuilderError(ControllerError):
@@ -151,3 +160,56 @@ class ControllerBuilder:
         else:
             handler = watch.handler
         return Kind(self._mgr.cache, target, handler, predicates)
+
+
+def _webhook_path(prefix: str, kind: KindType) -> str:
+    gvk = kind_gvk(kind)  # the core group "" gives "/mutate--v1-pod", as in controller-runtime
+    return f"/{prefix}-{gvk.group.replace('.', '-')}-{gvk.version}-{gvk.kind.lower()}"
+
+
+def mutate_path(kind: KindType) -> str:
+    """The defaulting webhook's path for ``kind`` (controller-runtime's ``generateMutatePath``)."""
+    return _webhook_path("mutate", kind)
+
+
+def validate_path(kind: KindType) -> str:
+    """The validating webhook's path for ``kind`` (controller-runtime's ``generateValidatePath``)."""
+    return _webhook_path("validate", kind)
+
+
+class WebhookBuilder:
+    """Defaulting and validating webhooks for one kind on the manager's webhook server."""
+
+    def __init__(self, mgr: Any) -> None:
+        self._mgr = mgr
+        self._kind: KindType | None = None
+        self._defaulter: CustomDefaulter | None = None
+        self._validator: CustomValidator | None = None
+
+    def for_(self, kind: KindType) -> Self:
+        self._kind = kind
+        return self
+
+    def with_defaulter(self, defaulter: CustomDefaulter) -> Self:
+        self._defaulter = defaulter
+        return self
+
+    def with_validator(self, validator: CustomValidator) -> Self:
+        self._validator = validator
+        return self
+
+    def complete(self) -> list[str]:
+        """Register the handlers; returns the paths served."""
+        if self._kind is None:
+            raise BuilderError("WebhookBuilder needs for_(kind)")
+        if self._defaulter is None and self._validator is None:
+            raise BuilderError("WebhookBuilder needs with_defaulter() and/or with_validator()")
+        server = self._mgr.webhook_server
+        paths = []
+        if self._defaulter is not None:
+            paths.append(mutate_path(self._kind))
+            server.register(paths[-1], with_custom_defaulter(self._kind, self._defaulter))
+        if self._validator is not None:
+            paths.append(validate_path(self._kind))
+            server.register(paths[-1], with_custom_validator(self._kind, self._validator))
+        return paths

@@ -129,6 +129,19 @@ class Pki:
             self._issue(cert, key, user, groups, [], server=False)
         return cert, key
 
+    def issue_serving_cert(
+        self, directory: Path, hosts: tuple[str, ...] = ("127.0.0.1", "localhost")
+    ) -> None:
+        """Write ``tls.crt``/``tls.key`` for ``hosts`` (IPs or DNS names), signed by this CA."""
+        directory.mkdir(parents=True, exist_ok=True)
+        sans: list[x509.GeneralName] = []
+        for host in hosts:
+            try:
+                sans.append(x509.IPAddress(ipaddress.ip_address(host)))
+            except ValueError:
+                sans.append(x509.DNSName(host))
+        self._issue(directory / "tls.crt", directory / "tls.key", hosts[0], (), sans, server=True)
+
     def _issue(
         self,
         cert_path: Path,

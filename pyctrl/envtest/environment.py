@@ -34,8 +34,6 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from pyctrl.envtest._binaries import bin_dir as find_bin_dir
 from pyctrl.envtest._certs import Pki
 from pyctrl.envtest._components import (
@@ -47,21 +45,16 @@ from pyctrl.envtest._components import (
     insecure_ok,
     local_node_args,
 )
+from pyctrl.envtest._errors import AlreadyRunning, EnvtestError
 from pyctrl.envtest._http import AdminHTTP, ApiError, poll_until
 from pyctrl.envtest._kubeconfig import write_kubeconfig
+from pyctrl.envtest._manifests import load_manifests
 from pyctrl.envtest._process import ManagedProcess, free_port, pid_alive, port_free, start_process
+from pyctrl.envtest._webhooks import WebhookInstallOptions, install_webhooks, uninstall_webhooks
 
 __all__ = ["AlreadyRunning", "Environment", "EnvtestError"]
 
 _ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "local-node")
-
-
-class EnvtestError(RuntimeError):
-    """A control-plane component failed to start or stop."""
-
-
-class AlreadyRunning(EnvtestError):
-    """``start`` was called on a state directory whose control plane is running."""
 
 
 def _tail(path: Path, lines: int = 15) -> str:
@@ -374,7 +367,7 @@ class Environment:
     def install_crds(self, paths: Iterable[Path | str], timeout: float = 30.0) -> list[str]:
         """Server-side apply every CRD in the YAML files / directories; wait until Established."""
         names = []
-        for doc in _load_manifests(paths):
+        for doc in load_manifests(paths):
             if doc.get("kind") != "CustomResourceDefinition":
                 continue
             name = doc["metadata"]["name"]
@@ -417,6 +410,21 @@ class Environment:
             if exc.status != 404:
                 raise
 
+    def install_webhooks(
+        self, configurations: Iterable[Path | str | dict[str, Any]], *, port: int | None = None
+    ) -> WebhookInstallOptions:
+        """Apply Mutating/ValidatingWebhookConfigurations (YAML files, directories or dicts) with
+        their webhooks pointed at a local server on 127.0.0.1:``port`` (a free one by default);
+        returns the port and the directory with its serving certificate. Remove them with
+        ``uninstall_webhooks``: a configuration left behind with ``failurePolicy: Fail`` makes
+        the apiserver refuse the matching requests once the server is gone."""
+        port = port or free_port(avoid=set(self.ports.values()))
+        return install_webhooks(self.http, self.pki, self.state_dir / "webhook-serving", configurations, port)
+
+    def uninstall_webhooks(self, options: WebhookInstallOptions) -> None:
+        """Delete the webhook configurations ``install_webhooks`` applied (absent ones are fine)."""
+        uninstall_webhooks(self.http, options)
+
     def compact_etcd(self) -> int:
         """Compact etcd at its current revision; return it.
 
@@ -429,22 +437,3 @@ class Environment:
         revision = int(head["header"]["revision"])
         etcd_post(self.etcd_url, "/v3/kv/compaction", {"revision": revision, "physical": True})
         return revision
-
-
-def _load_manifests(paths: Iterable[Path | str]) -> list[dict[str, Any]]:
-    files: list[Path] = []
-    for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            files += sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
-        elif path.is_file():
-            files.append(path)
-        else:
-            raise EnvtestError(f"CRD path {path} does not exist")
-    docs = []
-    for f in files:
-        try:
-            docs += [d for d in yaml.safe_load_all(f.read_text()) if isinstance(d, dict)]
-        except yaml.YAMLError as exc:
-            raise EnvtestError(f"{f}: not valid YAML: {exc}") from exc
-    return docs

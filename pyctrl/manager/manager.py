@@ -2,8 +2,9 @@
 (controller-runtime ``pkg/manager``).
 
 Start order (REFERENCE "Manager start order"): HTTP servers (metrics, probes; bound before anything
-else so a taken port fails fast) → caches (started, then waited for) → runnables that do not need
-leader election → leader election → leader-only runnables (controllers). Stop is the reverse,
+else so a taken port fails fast) → the webhook server (when configured or ``webhook_server`` was
+used) → caches (started, then waited for) → runnables that do not need leader election → leader
+election → leader-only runnables (controllers). Stop is the reverse,
 within ``graceful_shutdown_timeout`` (30 s) in all; a runnable still running after it is cancelled.
 
 Guarantees:
@@ -34,6 +35,7 @@ from pyctrl.leaderelection import LeaderElectionConfig, LeaderElectionLost, Lead
 from pyctrl.log import get_logger
 from pyctrl.manager.servers import HTTPServer, health_app, metrics_app, parse_bind_address
 from pyctrl.recorder import EventBroadcaster, EventRecorder
+from pyctrl.webhook import Server as WebhookServer
 
 __all__ = ["Manager", "ManagerError", "Runnable"]
 
@@ -115,6 +117,7 @@ class Manager:
         retry_period: float = 2.0,
         leader_election_release_on_cancel: bool = False,
         graceful_shutdown_timeout: float = 30.0,
+        webhook_server: WebhookServer | None = None,
     ) -> None:
         self.config = config
         self.scheme = scheme
@@ -132,6 +135,8 @@ class Manager:
         self.controller_names: set[str] = set()
         self._caches_synced = False
         self._servers = _Group("servers")
+        self._webhook_server = webhook_server
+        self._webhooks = _Group("webhooks")
         self._caches = _Group("caches")
         self._others_group = _Group("runnables")
         self._elector_group = _Group("leader-election")
@@ -194,6 +199,17 @@ class Manager:
             raise RuntimeError("caches not synced yet")
 
     @property
+    def webhook_server(self) -> WebhookServer:
+        """controller-runtime ``GetWebhookServer``: the one given, else a default one (:9443,
+        certificates in the temp dir's ``k8s-webhook-server/serving-certs``) created now; either
+        way it is started with the manager. Its readiness check is ``started_checker()``."""
+        if self._webhook_server is None:
+            if self._started:
+                raise ManagerError("the webhook server must be set up before the manager starts")
+            self._webhook_server = WebhookServer()
+        return self._webhook_server
+
+    @property
     def metrics_port(self) -> int | None:
         return self.metrics_server.port if self.metrics_server else None
 
@@ -210,9 +226,20 @@ class Manager:
         remove_handlers: Callable[[], None] = lambda: None  # noqa: E731
         if stop is None:
             stop, remove_handlers = self._install_signal_handlers()
-        groups = [self._servers, self._caches, self._others_group, self._elector_group, self._leader_group]
+        groups = [
+            self._servers,
+            self._webhooks,
+            self._caches,
+            self._others_group,
+            self._elector_group,
+            self._leader_group,
+        ]
         try:
             await self._start_servers()
+            if self._webhook_server is not None:
+                await self._webhook_server.listen()
+                self._webhooks.runnables.append(self._webhook_server)
+                self._webhooks.start_all()
             self._caches.runnables.append(_CacheRunnable(self.cache))
             self._caches.start_all()
             await self._wait_caches()

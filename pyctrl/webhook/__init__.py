@@ -1,0 +1,42 @@
+"""Admission webhooks: the HTTPS server and the defaulting/validating handlers
+(controller-runtime ``pkg/webhook`` and ``pkg/webhook/admission``).
+
+Most operators use ``pyctrl.builder.WebhookBuilder``::
+
+    WebhookBuilder(mgr).for_(RedisCluster).with_defaulter(d).with_validator(v).complete()
+
+which registers ``/mutate-<group>-<version>-<kind>`` and ``/validate-<group>-<version>-<kind>``
+(dots in the group become dashes, the kind lower-cased: controller-runtime's paths) on the
+manager's webhook server. Conversion webhooks are not provided.
+"""
+
+from pyctrl.webhook.admission import (
+    AdmissionRequest,
+    AdmissionResponse,
+    CustomDefaulter,
+    CustomValidator,
+    Handler,
+    allowed,
+    denied,
+    errored,
+    patch_response_from_raw,
+    with_custom_defaulter,
+    with_custom_validator,
+)
+from pyctrl.webhook.server import Server, WebhookError
+
+__all__ = [
+    "AdmissionRequest",
+    "AdmissionResponse",
+    "CustomDefaulter",
+    "CustomValidator",
+    "Handler",
+    "Server",
+    "WebhookError",
+    "allowed",
+    "denied",
+    "errored",
+    "patch_response_from_raw",
+    "with_custom_defaulter",
+    "with_custom_validator",
+]

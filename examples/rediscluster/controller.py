@@ -14,8 +14,8 @@ cluster gives none):
    the actions out in order: ``RecordMaster`` is written to status (optimistic lock) *before* any
    Redis command, so a restarted operator resumes the same decision; the first failed action
    stops the sequence and the reconcile requeues;
-6. status through the status subresource, written only when it changed; requeue after 30 s when
-   converged, 1 s while acting.
+6. status through the status subresource, written only when it changed (the operator's metrics,
+   ``metrics.py``, follow it every reconcile); requeue after 30 s when converged, 1 s while acting.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import datetime
 from dataclasses import dataclass
 from typing import Any
 
-from examples.rediscluster import redis_admin
+from examples.rediscluster import metrics, redis_admin
 from examples.rediscluster.api import RedisCluster, RedisClusterPhase, RedisClusterStatus
 from examples.rediscluster.children import ensure
 from examples.rediscluster.prober import ClusterKey, Endpoint, HealthProber
@@ -145,6 +145,7 @@ class RedisClusterReconciler:
             cluster = await self.client.get(RedisCluster, request.name, namespace=request.namespace)
         except NotFound:
             self.prober.forget((request.namespace, request.name))
+            metrics.forget(request.namespace, request.name)
             return Result()
         if cluster.metadata.deletion_timestamp:
             return await self._finalize(cluster)
@@ -333,6 +334,7 @@ class RedisClusterReconciler:
             self.recorder.event(
                 cluster, "Normal", "FailoverCompleted", f"promoted {new} in place of {old} (epoch {epoch})"
             )
+            metrics.observe_failover(cluster.namespace, cluster.name)
 
     async def _record_master(self, cluster: RedisCluster, pod: str, epoch: int) -> RedisCluster:
         """Persist the decision before acting on it (optimistic lock: a stale view gets Conflict)."""
@@ -361,6 +363,7 @@ class RedisClusterReconciler:
         """Write the observed status when it changed; return the phase."""
         old = cluster.status or RedisClusterStatus()
         new = observed_status(cluster, observed.nodes, the_plan.converged, _now())
+        metrics.observe_status(cluster.namespace, cluster.name, cluster.spec.replicas, new)
         if new.model_dump(exclude={"last_sync_timestamp"}) == old.model_dump(exclude={"last_sync_timestamp"}):
             return new.phase  # nothing changed: no write (lastSyncTimestamp marks the last status change)
         new.last_sync_timestamp = _now()
@@ -380,6 +383,7 @@ class RedisClusterReconciler:
             if not done:
                 return Result(requeue_after=ACTING_REQUEUE)
         self.prober.forget((cluster.namespace, cluster.name))
+        metrics.forget(cluster.namespace, cluster.name)
         remove_finalizer(cluster, FINALIZER)
         await self.client.patch(
             cluster,

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
+from pyctrl.metrics import registry
 from pyctrl.testing import eventually
 from tests.operator.conftest import Cluster, OperatorFactory, RunningOperator
 
@@ -50,6 +51,19 @@ async def test_a_new_cluster_becomes_ready_with_one_master_and_replicating_repli
         "Ready": "True",
         "Degraded": "False",
     }
+    # the operator's metrics follow the status it computed
+    ns = c.namespace
+    assert op_metric("rediscluster_phase", namespace=ns, name="basic", phase="Running") == 1
+    assert op_metric("rediscluster_phase", namespace=ns, name="basic", phase="Degraded") == 0
+    assert op_metric("rediscluster_ready_replicas", namespace=ns, name="basic") == 3
+    assert op_metric("rediscluster_desired_replicas", namespace=ns, name="basic") == 3
+    assert op_metric("rediscluster_master_epoch", namespace=ns, name="basic") == status["masterEpoch"]
+    assert op_metric("rediscluster_failovers_total", namespace=ns, name="basic") is None
+
+
+def op_metric(metric: str, **labels: str) -> float | None:
+    """A sample of the in-process operator's metrics (None when the series does not exist)."""
+    return registry.get_sample_value(metric, labels)
 
 
 async def _writer(c: Cluster, acked: list[tuple[float, int, str]], stop: asyncio.Event) -> None:
@@ -131,6 +145,7 @@ async def test_a_crashed_master_fails_over_without_losing_acknowledged_writes(
     await client.aclose()
     assert missing == [], f"{len(missing)} of {len(acked)} acknowledged writes lost"
     assert violations == []
+    assert op_metric("rediscluster_failovers_total", namespace=c.namespace, name="crash") == 1
     print(
         f"failover after crash: first write acknowledged by the new master {took:.2f}s after SHUTDOWN NOSAVE"
     )
@@ -279,6 +294,7 @@ async def test_deleting_a_persistent_cluster_snapshots_then_garbage_collects_eve
 
     await eventually(snapshot_reported, within=30, what="the SnapshotTaken event", interval=0.2)
     assert "SnapshotSkipped" not in await reasons()
+    assert op_metric("rediscluster_ready_replicas", namespace=c.namespace, name="gone") is None
     ns = c.namespace
 
     async def children_gone() -> bool:

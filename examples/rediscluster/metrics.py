@@ -1,0 +1,71 @@
+"""The operator's own Prometheus metrics, served with pyctrl's on the manager's ``/metrics``.
+
+Per RedisCluster (labels ``namespace``, ``name``), as an SRE alerts on them:
+
+- ``rediscluster_failovers_total`` — promotions of a replica in place of a failed or unhealthy
+  master (planned switchovers at scale-in are not failovers);
+- ``rediscluster_phase{phase}`` — 1 for the current phase, 0 for the others (kube-state-metrics
+  style, so ``rediscluster_phase{phase="Degraded"} == 1`` is an alert rule);
+- ``rediscluster_ready_replicas`` / ``rediscluster_desired_replicas`` — ready pods vs
+  ``spec.replicas``;
+- ``rediscluster_master_epoch`` — the failover epoch recorded in status.
+
+Values are set from the status each reconcile computes (so only the leader reports them), and a
+deleted RedisCluster's series are removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from prometheus_client import Counter, Gauge
+
+from examples.rediscluster.api import RedisClusterPhase, RedisClusterStatus
+from pyctrl.metrics import registry
+
+__all__ = ["forget", "observe_failover", "observe_status"]
+
+_LABELS = ("namespace", "name")
+
+failovers = Counter(
+    "rediscluster_failovers_total",
+    "Replicas promoted in place of a failed or unhealthy master.",
+    _LABELS,
+    registry=registry,
+)
+phase = Gauge(
+    "rediscluster_phase",
+    "1 for the RedisCluster's current phase, 0 for the others.",
+    (*_LABELS, "phase"),
+    registry=registry,
+)
+ready_replicas = Gauge("rediscluster_ready_replicas", "Ready Redis pods.", _LABELS, registry=registry)
+desired_replicas = Gauge("rediscluster_desired_replicas", "spec.replicas.", _LABELS, registry=registry)
+master_epoch = Gauge(
+    "rediscluster_master_epoch", "The failover epoch recorded in status.", _LABELS, registry=registry
+)
+
+
+def observe_failover(namespace: str, name: str) -> None:
+    failovers.labels(namespace, name).inc()
+
+
+def observe_status(namespace: str, name: str, desired: int, status: RedisClusterStatus) -> None:
+    for p in RedisClusterPhase:
+        phase.labels(namespace, name, p.value).set(1 if p is status.phase else 0)
+    ready_replicas.labels(namespace, name).set(status.ready_replicas)
+    desired_replicas.labels(namespace, name).set(desired)
+    master_epoch.labels(namespace, name).set(status.master_epoch)
+
+
+def forget(namespace: str, name: str) -> None:
+    """Drop a deleted RedisCluster's series."""
+    for p in RedisClusterPhase:
+        _remove(phase, namespace, name, p.value)
+    for metric in (failovers, ready_replicas, desired_replicas, master_epoch):
+        _remove(metric, namespace, name)
+
+
+def _remove(metric: Counter | Gauge, *labels: str) -> None:
+    with contextlib.suppress(KeyError):  # never observed
+        metric.remove(*labels)

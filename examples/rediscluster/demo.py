@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -86,8 +87,8 @@ class Demo:
 
 
 @contextlib.contextmanager
-def operator_process(env: Environment, log_path: Path) -> Iterator[subprocess.Popen[bytes]]:
-    probe = free_port()
+def operator_process(env: Environment, log_path: Path, metrics: int) -> Iterator[subprocess.Popen[bytes]]:
+    probe = free_port(avoid={metrics})
     with log_path.open("ab") as log:
         proc = subprocess.Popen(
             [
@@ -95,7 +96,7 @@ def operator_process(env: Environment, log_path: Path) -> Iterator[subprocess.Po
                 "-m",
                 "examples.rediscluster",
                 f"--kubeconfig={env.kubeconfig_path}",
-                "--metrics-bind-address=127.0.0.1:0",
+                f"--metrics-bind-address=127.0.0.1:{metrics}",
                 f"--health-probe-bind-address=127.0.0.1:{probe}",
             ],
             cwd=ROOT,
@@ -113,13 +114,27 @@ def operator_process(env: Environment, log_path: Path) -> Iterator[subprocess.Po
             proc.wait()
 
 
+def operator_metrics(port: int) -> str:
+    """The rediscluster_* samples, without HELP/TYPE lines and the phases that are not current."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+
+    def shown(line: str) -> bool:
+        if line.startswith("rediscluster_phase"):
+            return not line.endswith(" 0.0")
+        return line.startswith("rediscluster_") and not line.startswith("rediscluster_failovers_created")
+
+    return "\n".join(line for line in text.splitlines() if shown(line))
+
+
 def run(keep: bool) -> int:
     say("starting the local control plane: etcd, kube-apiserver, kube-controller-manager and a local node")
     with Environment(crd_directory_paths=[ROOT / "crds"]) as env:
         say(f"control plane up at {env.server_url}; kubeconfig {env.kubeconfig_path}")
         demo = Demo(env)
         log_path = env.log_dir / "operator.log"
-        with operator_process(env, log_path) as op:
+        metrics_port = free_port()
+        with operator_process(env, log_path, metrics_port) as op:
             say(f"operator running (pid {op.pid}); its log: {log_path}")
             demo.kubectl("apply", "-f", str(SAMPLE))
             say(f"applied {SAMPLE.relative_to(ROOT)}")
@@ -151,6 +166,8 @@ def run(keep: bool) -> int:
                 demo.kubectl("get", "events", "--field-selector", "involvedObject.kind=RedisCluster"),
                 flush=True,
             )
+            say(f"the operator's metrics (http://127.0.0.1:{metrics_port}/metrics):")
+            print(operator_metrics(metrics_port), flush=True)
             if keep:
                 say(f"kept running; export KUBECONFIG={env.kubeconfig_path}; Ctrl-C stops everything")
                 with contextlib.suppress(KeyboardInterrupt):

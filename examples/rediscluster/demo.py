@@ -87,7 +87,8 @@ class Demo:
 
 
 @contextlib.contextmanager
-def operator_process(env: Environment, log_path: Path, metrics: int) -> Iterator[subprocess.Popen[bytes]]:
+def operator_process(env: Environment, log_path: Path, metrics: int = 0) -> Iterator[subprocess.Popen[bytes]]:
+    """The operator as its own process; ``metrics`` is its metrics port (0: any free one)."""
     probe = free_port(avoid={metrics})
     with log_path.open("ab") as log:
         proc = subprocess.Popen(

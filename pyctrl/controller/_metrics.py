@@ -6,12 +6,11 @@ its label children once. Names and labels are exactly controller-runtime's.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from pyctrl.metrics import registry
+from pyctrl.metrics import once, registry
 
 __all__ = ["ControllerMetrics"]
 
@@ -34,67 +33,60 @@ class _Families:
     active: Gauge
 
 
-_families: _Families | None = None
-_lock = threading.Lock()
-
-
+@once
 def _get() -> _Families:
-    global _families  # noqa: PLW0603 - created once per process
-    with _lock:
-        if _families is None:
-            c = ("controller",)
-            _families = _Families(
-                total=Counter(
-                    "controller_runtime_reconcile_total",
-                    "Total number of reconciliations per controller",
-                    ("controller", "result"),
-                    registry=registry,
-                ),
-                errors=Counter(
-                    "controller_runtime_reconcile_errors_total",
-                    "Total number of reconciliation errors per controller",
-                    c,
-                    registry=registry,
-                ),
-                terminal=Counter(
-                    "controller_runtime_terminal_reconcile_errors_total",
-                    "Total number of terminal reconciliation errors per controller",
-                    c,
-                    registry=registry,
-                ),
-                panics=Counter(
-                    "controller_runtime_reconcile_panics_total",
-                    "Total number of reconciliation panics per controller",
-                    c,
-                    registry=registry,
-                ),
-                timeouts=Counter(
-                    "controller_runtime_reconcile_timeouts_total",
-                    "Total number of reconciliation timeouts per controller",
-                    c,
-                    registry=registry,
-                ),
-                time=Histogram(
-                    "controller_runtime_reconcile_time_seconds",
-                    "Length of time per reconciliation per controller",
-                    c,
-                    buckets=_BUCKETS,
-                    registry=registry,
-                ),
-                max_concurrent=Gauge(
-                    "controller_runtime_max_concurrent_reconciles",
-                    "Maximum number of concurrent reconciles per controller",
-                    c,
-                    registry=registry,
-                ),
-                active=Gauge(
-                    "controller_runtime_active_workers",
-                    "Number of currently used workers per controller",
-                    c,
-                    registry=registry,
-                ),
-            )
-        return _families
+    c = ("controller",)
+    return _Families(
+        total=Counter(
+            "controller_runtime_reconcile_total",
+            "Total number of reconciliations per controller",
+            ("controller", "result"),
+            registry=registry,
+        ),
+        errors=Counter(
+            "controller_runtime_reconcile_errors_total",
+            "Total number of reconciliation errors per controller",
+            c,
+            registry=registry,
+        ),
+        terminal=Counter(
+            "controller_runtime_terminal_reconcile_errors_total",
+            "Total number of terminal reconciliation errors per controller",
+            c,
+            registry=registry,
+        ),
+        panics=Counter(
+            "controller_runtime_reconcile_panics_total",
+            "Total number of reconciliation panics per controller",
+            c,
+            registry=registry,
+        ),
+        timeouts=Counter(
+            "controller_runtime_reconcile_timeouts_total",
+            "Total number of reconciliation timeouts per controller",
+            c,
+            registry=registry,
+        ),
+        time=Histogram(
+            "controller_runtime_reconcile_time_seconds",
+            "Length of time per reconciliation per controller",
+            c,
+            buckets=_BUCKETS,
+            registry=registry,
+        ),
+        max_concurrent=Gauge(
+            "controller_runtime_max_concurrent_reconciles",
+            "Maximum number of concurrent reconciles per controller",
+            c,
+            registry=registry,
+        ),
+        active=Gauge(
+            "controller_runtime_active_workers",
+            "Number of currently used workers per controller",
+            c,
+            registry=registry,
+        ),
+    )
 
 
 class ControllerMetrics:

@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 import ssl
 import tempfile
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ from aiohttp import web
 from prometheus_client import Counter, Gauge, Histogram
 
 from pyctrl.log import get_logger
-from pyctrl.metrics import registry
+from pyctrl.metrics import once, registry
 from pyctrl.webhook.admission import AdmissionRequest, AdmissionResponse, Handler, errored
 
 __all__ = ["Server", "WebhookError"]
@@ -59,35 +58,28 @@ class _Families:
     latency: Histogram
 
 
-_families: _Families | None = None
-_lock = threading.Lock()
-
-
+@once
 def _metrics() -> _Families:
-    global _families  # noqa: PLW0603 - created once per process
-    with _lock:
-        if _families is None:
-            _families = _Families(
-                total=Counter(
-                    "controller_runtime_webhook_requests_total",
-                    "Total number of admission requests by HTTP status code.",
-                    ("webhook", "code"),
-                    registry=registry,
-                ),
-                in_flight=Gauge(
-                    "controller_runtime_webhook_requests_in_flight",
-                    "Current number of admission requests being served.",
-                    ("webhook",),
-                    registry=registry,
-                ),
-                latency=Histogram(
-                    "controller_runtime_webhook_latency_seconds",
-                    "Histogram of the latency of processing admission requests",
-                    ("webhook",),
-                    registry=registry,
-                ),
-            )
-        return _families
+    return _Families(
+        total=Counter(
+            "controller_runtime_webhook_requests_total",
+            "Total number of admission requests by HTTP status code.",
+            ("webhook", "code"),
+            registry=registry,
+        ),
+        in_flight=Gauge(
+            "controller_runtime_webhook_requests_in_flight",
+            "Current number of admission requests being served.",
+            ("webhook",),
+            registry=registry,
+        ),
+        latency=Histogram(
+            "controller_runtime_webhook_latency_seconds",
+            "Histogram of the latency of processing admission requests",
+            ("webhook",),
+            registry=registry,
+        ),
+    )
 
 
 class Server:

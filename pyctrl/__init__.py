@@ -11,7 +11,8 @@ the names most operators need. Sub-packages, one concept each:
 - ``pyctrl.event``, ``pyctrl.predicate``, ``pyctrl.handler``, ``pyctrl.source`` -- the event plumbing
 - ``pyctrl.controller``     -- ``pkg/internal/controller``: workers and result handling
 - ``pyctrl.builder``        -- ``pkg/builder``: ControllerBuilder, WebhookBuilder
-- ``pyctrl.webhook``        -- ``pkg/webhook``: the HTTPS webhook server, defaulting/validating handlers
+- ``pyctrl.webhook``        -- ``pkg/webhook``: the HTTPS webhook server, admission and conversion handlers
+- ``pyctrl.conversion``     -- ``pkg/conversion``: Hub and Convertible versions of a kind
 - ``pyctrl.manager``        -- ``pkg/manager``: runnables, servers, leader election
 - ``pyctrl.leaderelection`` -- client-go ``tools/leaderelection`` (Lease lock)
 - ``pyctrl.recorder``       -- client-go ``tools/record``: Events with correlation

@@ -27,8 +27,10 @@ Webhooks (controller-runtime ``WebhookManagedBy``)::
     WebhookBuilder(mgr).for_(RedisCluster).with_defaulter(d).with_validator(v).complete()
 
 registers ``/mutate-<group>-<version>-<kind>`` and/or ``/validate-<group>-<version>-<kind>`` on
-``mgr.webhook_server`` (see ``mutate_path`` / ``validate_path``); ``complete`` reports a missing
-``for_`` or neither a defaulter nor a validator.
+``mgr.webhook_server`` (see ``mutate_path`` / ``validate_path``), and ``/convert`` when the
+manager's scheme holds several versions of the kind (exactly one a ``pyctrl.conversion.Hub``, the
+others convertible); ``complete`` reports a missing ``for_``, nothing to serve, or versions that
+cannot be converted.
 """
 
 from __future__ import annotations
@@ -40,13 +42,27 @@ from typing import Any, Self
 from pyctrl.client.scheme import Kind as KindType
 from pyctrl.client.scheme import kind_gvk
 from pyctrl.controller import Controller, ControllerError
+from pyctrl.conversion import ConversionError, versions_of
 from pyctrl.handler import EventHandler, enqueue_request_for_object, enqueue_request_for_owner
 from pyctrl.predicate import PredicateLike
 from pyctrl.source import Kind, Source
-from pyctrl.webhook import CustomDefaulter, CustomValidator, with_custom_defaulter, with_custom_validator
+from pyctrl.webhook import (
+    ConversionHandler,
+    CustomDefaulter,
+    CustomValidator,
+    with_custom_defaulter,
+    with_custom_validator,
+)
 from pyctrl.workqueue import RateLimiter
 
-__all__ = ["BuilderError", "ControllerBuilder", "WebhookBuilder", "mutate_path", "validate_path"]
+__all__ = [
+    "CONVERT_PATH",
+    "BuilderError",
+    "ControllerBuilder",
+    "WebhookBuilder",
+    "mutate_path",
+    "validate_path",
+]
 
 
 class BuilderError(ControllerError):
@@ -162,6 +178,10 @@ class ControllerBuilder:
         return Kind(self._mgr.cache, target, handler, predicates)
 
 
+#: controller-runtime's conversion webhook path.
+CONVERT_PATH = "/convert"
+
+
 def _webhook_path(prefix: str, kind: KindType) -> str:
     gvk = kind_gvk(kind)  # the core group "" gives "/mutate--v1-pod", as in controller-runtime
     return f"/{prefix}-{gvk.group.replace('.', '-')}-{gvk.version}-{gvk.kind.lower()}"
@@ -178,7 +198,7 @@ def validate_path(kind: KindType) -> str:
 
 
 class WebhookBuilder:
-    """Defaulting and validating webhooks for one kind on the manager's webhook server."""
+    """Defaulting, validating and conversion webhooks for one kind on the manager's webhook server."""
 
     def __init__(self, mgr: Any) -> None:
         self._mgr = mgr
@@ -198,14 +218,34 @@ class WebhookBuilder:
         self._validator = validator
         return self
 
+    def _convertible(self, kind: KindType) -> bool:
+        """Several versions of the kind in the scheme: conversion is served (and must be sound)."""
+        gvk = kind_gvk(kind)
+        scheme = self._mgr.scheme
+        if sum((g.group, g.kind) == (gvk.group, gvk.kind) for g in scheme.known_kinds()) < 2:
+            return False
+        try:
+            versions_of(scheme, kind)
+        except ConversionError as exc:
+            raise BuilderError(str(exc)) from exc
+        return True
+
     def complete(self) -> list[str]:
         """Register the handlers; returns the paths served."""
         if self._kind is None:
             raise BuilderError("WebhookBuilder needs for_(kind)")
-        if self._defaulter is None and self._validator is None:
-            raise BuilderError("WebhookBuilder needs with_defaulter() and/or with_validator()")
+        convertible = self._convertible(self._kind)
+        if self._defaulter is None and self._validator is None and not convertible:
+            raise BuilderError(
+                "WebhookBuilder needs with_defaulter() and/or with_validator(), or a kind with "
+                "several versions (one a conversion Hub) in the manager's scheme"
+            )
         server = self._mgr.webhook_server
         paths = []
+        if convertible:
+            paths.append(CONVERT_PATH)
+            if CONVERT_PATH not in server.paths:  # one handler serves every kind of the scheme
+                server.register(CONVERT_PATH, ConversionHandler(self._mgr.scheme))
         if self._defaulter is not None:
             paths.append(mutate_path(self._kind))
             server.register(paths[-1], with_custom_defaulter(self._kind, self._defaulter))

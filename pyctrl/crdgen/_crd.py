@@ -7,6 +7,9 @@ Guarantees of :func:`generate_crd`:
 
 - the result is a complete, deterministic CRD: the same models always give the same dict;
   versions are ordered by Kubernetes version priority (``v1`` > ``v1beta1`` > ``v1alpha1``);
+- when one of the versions is a ``pyctrl.conversion.Hub``, ``spec.conversion`` is the
+  ``Webhook`` strategy at ``/convert`` of the Service ``system/webhook-service`` (kubebuilder's
+  layout; ``conversionReviewVersions: [v1]``); otherwise it is left out (strategy ``None``);
 - ``openAPIV3Schema`` is structural (see :mod:`._schema`); ``apiVersion``/``kind`` are strings and
   ``metadata`` is ``type: object`` (the apiserver validates it itself);
 - everything the apiserver would reject is rejected here first, as :class:`CRDGenerationError`
@@ -26,6 +29,7 @@ from pydantic import BaseModel
 
 from pyctrl.client.gvk import GroupVersionKind
 from pyctrl.client.objects.meta import KubeObject
+from pyctrl.conversion import Hub
 from pyctrl.crdgen._meta import CRDGenerationError, CRDMeta, PrinterColumn, ScaleSubresource
 from pyctrl.crdgen._schema import openapi_schema
 
@@ -50,6 +54,17 @@ _TYPE_META = {
         "type": "string",
     },
     "metadata": {"type": "object"},
+}
+
+
+#: kubebuilder's conversion patch: the webhook Service of a kustomize ``config/default`` layout;
+#: deployments (or envtest's ``install_webhooks(conversion_crds=...)``) point it elsewhere.
+_CONVERSION_WEBHOOK: dict[str, Any] = {
+    "strategy": "Webhook",
+    "webhook": {
+        "conversionReviewVersions": ["v1"],
+        "clientConfig": {"service": {"name": "webhook-service", "namespace": "system", "path": "/convert"}},
+    },
 }
 
 
@@ -83,11 +98,14 @@ def generate_crd(*models: type[BaseModel]) -> dict[str, Any]:
         names["shortNames"] = list(meta.short_names)
     if meta.categories:
         names["categories"] = list(meta.categories)
+    spec: dict[str, Any] = {"group": gvk.group, "names": names, "scope": meta.scope, "versions": entries}
+    if any(issubclass(m, Hub) for m in models):
+        spec["conversion"] = _CONVERSION_WEBHOOK
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {"name": f"{meta.plural}.{gvk.group}"},
-        "spec": {"group": gvk.group, "names": names, "scope": meta.scope, "versions": entries},
+        "spec": spec,
     }
 
 

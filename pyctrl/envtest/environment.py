@@ -411,18 +411,27 @@ class Environment:
                 raise
 
     def install_webhooks(
-        self, configurations: Iterable[Path | str | dict[str, Any]], *, port: int | None = None
+        self,
+        configurations: Iterable[Path | str | dict[str, Any]] = (),
+        *,
+        conversion_crds: Iterable[str] = (),
+        port: int | None = None,
     ) -> WebhookInstallOptions:
         """Apply Mutating/ValidatingWebhookConfigurations (YAML files, directories or dicts) with
-        their webhooks pointed at a local server on 127.0.0.1:``port`` (a free one by default);
-        returns the port and the directory with its serving certificate. Remove them with
+        their webhooks pointed at a local server on 127.0.0.1:``port`` (a free one by default),
+        and point the conversion webhook of the CRDs named in ``conversion_crds`` at its
+        ``/convert``; returns the port and the directory with the server's certificate. Undo with
         ``uninstall_webhooks``: a configuration left behind with ``failurePolicy: Fail`` makes
         the apiserver refuse the matching requests once the server is gone."""
         port = port or free_port(avoid=set(self.ports.values()))
-        return install_webhooks(self.http, self.pki, self.state_dir / "webhook-serving", configurations, port)
+        certs = self.state_dir / "webhook-serving"
+        return install_webhooks(
+            self.http, self.pki, certs, configurations, conversion_crds=conversion_crds, port=port
+        )
 
     def uninstall_webhooks(self, options: WebhookInstallOptions) -> None:
-        """Delete the webhook configurations ``install_webhooks`` applied (absent ones are fine)."""
+        """Delete the webhook configurations ``install_webhooks`` applied (absent ones are fine) and
+        set the conversion of its CRDs back to ``None``."""
         uninstall_webhooks(self.http, options)
 
     def compact_etcd(self) -> int:

@@ -7,7 +7,8 @@ Most operators use ``pyctrl.builder.WebhookBuilder``::
 
 which registers ``/mutate-<group>-<version>-<kind>`` and ``/validate-<group>-<version>-<kind>``
 (dots in the group become dashes, the kind lower-cased: controller-runtime's paths) on the
-manager's webhook server. Conversion webhooks are not provided.
+manager's webhook server, and ``/convert`` (``ConversionHandler``) when the kind has several
+versions in the manager's scheme, one of them a ``pyctrl.conversion.Hub``.
 """
 
 from pyctrl.webhook.admission import (
@@ -23,11 +24,13 @@ from pyctrl.webhook.admission import (
     with_custom_defaulter,
     with_custom_validator,
 )
+from pyctrl.webhook.conversion import ConversionHandler
 from pyctrl.webhook.server import Server, WebhookError
 
 __all__ = [
     "AdmissionRequest",
     "AdmissionResponse",
+    "ConversionHandler",
     "CustomDefaulter",
     "CustomValidator",
     "Handler",

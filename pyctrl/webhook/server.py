@@ -11,6 +11,8 @@ Guarantees:
 - every request gets an ``AdmissionReview`` answer with HTTP 200 (as controller-runtime): a body
   that is not an ``admission.k8s.io/v1`` review is answered ``allowed: false`` with code 400, a
   handler that raises with code 500 (and its traceback in the log); an unknown path is HTTP 404;
+  a conversion handler (``/convert``) answers ``ConversionReview``s the same way (failures as
+  ``result.status: Failure``);
 - handlers may be registered before or after start; a path can be registered once;
 - a rotated certificate (files rewritten in place, as kubelet does with Secret volumes) is
   loaded within ``cert_check_interval`` (10 s, certwatcher's polling period) for new connections;
@@ -40,6 +42,7 @@ from prometheus_client import Counter, Gauge, Histogram
 from pyctrl.log import get_logger
 from pyctrl.metrics import once, registry
 from pyctrl.webhook.admission import AdmissionRequest, AdmissionResponse, Handler, errored
+from pyctrl.webhook.conversion import ConversionHandler, convert_review
 
 __all__ = ["Server", "WebhookError"]
 
@@ -103,13 +106,13 @@ class Server:
         self.cert_path = self.cert_dir / cert_name
         self.key_path = self.cert_dir / key_name
         self.log = get_logger("pyctrl.webhook")
-        self._handlers: dict[str, Handler] = {}
+        self._handlers: dict[str, Handler | ConversionHandler] = {}
         self._runner: web.AppRunner | None = None
         self._ssl: ssl.SSLContext | None = None
         self._cert_stamp: tuple[int, ...] | None = None
         self._started = asyncio.Event()
 
-    def register(self, path: str, handler: Handler) -> None:
+    def register(self, path: str, handler: Handler | ConversionHandler) -> None:
         """Serve ``handler`` at ``path`` (e.g. ``/validate-redis-pyctrl-dev-v1alpha1-rediscluster``)."""
         if not path.startswith("/"):
             raise WebhookError(f"a webhook path must start with '/', got {path!r}")
@@ -209,7 +212,13 @@ class Server:
         families.total.labels(path, "200").inc()
         return web.Response(body=body, content_type="application/json")
 
-    async def _review(self, path: str, handler: Handler, raw: bytes) -> bytes:
+    async def _review(self, path: str, handler: Handler | ConversionHandler, raw: bytes) -> bytes:
+        if isinstance(handler, ConversionHandler):
+            try:
+                body: Any = orjson.loads(raw)
+            except ValueError:
+                body = None  # answered as a Failure naming what was expected
+            return orjson.dumps(convert_review(handler, body))
         uid = ""
         try:
             review: Any = orjson.loads(raw)

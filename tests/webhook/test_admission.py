@@ -16,25 +16,13 @@ from pyctrl.webhook import (
     with_custom_defaulter,
     with_custom_validator,
 )
+from tests.webhook._reviews import configmap_review
 
 V1 = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}
 
 
 def review(operation: str, obj: Any = None, old: Any = None) -> dict[str, Any]:
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "u-1",
-            "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
-            "resource": {"group": "", "version": "v1", "resource": "configmaps"},
-            "operation": operation,
-            "name": "cm",
-            "namespace": "ns",
-            "object": obj,
-            "oldObject": old,
-        },
-    }
+    return configmap_review(operation, obj, old)
 
 
 def cm(**data: str) -> dict[str, Any]:

@@ -18,18 +18,11 @@ from cryptography import x509
 from pyctrl.envtest._certs import Pki
 from pyctrl.metrics import registry
 from pyctrl.webhook import AdmissionRequest, AdmissionResponse, Server, WebhookError, allowed, denied
+from tests.webhook._reviews import configmap_review
 
-REVIEW = {
-    "apiVersion": "admission.k8s.io/v1",
-    "kind": "AdmissionReview",
-    "request": {
-        "uid": "u-7",
-        "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
-        "resource": {"group": "", "version": "v1", "resource": "configmaps"},
-        "operation": "CREATE",
-        "object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}},
-    },
-}
+REVIEW = configmap_review(
+    "CREATE", {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}, uid="u-7"
+)
 
 
 class NameCheck:
@@ -90,7 +83,7 @@ async def test_a_review_is_answered_by_the_handler_at_its_path(server: Server, p
     status, body = await post(server, pki, "/validate-cm", REVIEW)
     assert status == 200
     assert body["response"] == {"uid": "u-7", "allowed": True, "status": {"code": 200}}
-    other = {**REVIEW, "request": {**REVIEW["request"], "object": {"metadata": {"name": "x"}}}}  # type: ignore[dict-item]
+    other = {**REVIEW, "request": {**REVIEW["request"], "object": {"metadata": {"name": "x"}}}}
     _, body = await post(server, pki, "/validate-cm", other)
     assert body["response"]["allowed"] is False
     assert body["response"]["status"] == {

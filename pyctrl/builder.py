@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Self
 
+from pyctrl.client.restmapper import StaticRESTMapper
 from pyctrl.client.scheme import Kind as KindType
 from pyctrl.client.scheme import kind_gvk
 from pyctrl.controller import Controller, ControllerError
@@ -62,6 +63,7 @@ __all__ = [
     "WebhookBuilder",
     "mutate_path",
     "validate_path",
+    "webhook_configurations",
 ]
 
 
@@ -230,6 +232,17 @@ class WebhookBuilder:
             raise BuilderError(str(exc)) from exc
         return True
 
+    def configurations(self, **options: Any) -> list[dict[str, Any]]:
+        """:func:`webhook_configurations` for what this builder serves."""
+        if self._kind is None:
+            raise BuilderError("WebhookBuilder needs for_(kind)")
+        return webhook_configurations(
+            self._kind,
+            defaulting=self._defaulter is not None,
+            validating=self._validator is not None,
+            **options,
+        )
+
     def complete(self) -> list[str]:
         """Register the handlers; returns the paths served."""
         if self._kind is None:
@@ -253,3 +266,65 @@ class WebhookBuilder:
             paths.append(validate_path(self._kind))
             server.register(paths[-1], with_custom_validator(self._kind, self._validator))
         return paths
+
+
+def webhook_configurations(
+    kind: KindType,
+    *,
+    defaulting: bool,
+    validating: bool,
+    service: tuple[str, str] = ("webhook-service", "system"),
+    failure_policy: str = "Fail",
+    namespace_selector: dict[str, Any] | None = None,
+    timeout_seconds: int = 10,
+) -> list[dict[str, Any]]:
+    """The Mutating/ValidatingWebhookConfigurations calling ``service`` = (name, namespace) at
+    the paths ``WebhookBuilder`` serves for ``kind`` — controller-gen's webhook manifests, made
+    from code instead of markers. Names follow kubebuilder (``m<kind>.<group>`` /
+    ``v<kind>.<group>``); defaulting covers CREATE and UPDATE, validation also DELETE; the
+    resource is the CRD model's plural (``crd = CRDMeta(...)``) or a built-in's."""
+    gvk = kind_gvk(kind)
+    meta = getattr(kind, "crd", None)
+    plural = getattr(meta, "plural", "") or StaticRESTMapper().mapping_sync(gvk).resource.resource
+    served = [
+        ("MutatingWebhookConfiguration", "m", mutate_path(kind), ["CREATE", "UPDATE"], defaulting),
+        (
+            "ValidatingWebhookConfiguration",
+            "v",
+            validate_path(kind),
+            ["CREATE", "UPDATE", "DELETE"],
+            validating,
+        ),
+    ]
+    configs = []
+    for config_kind, prefix, path, operations, wanted in served:
+        if not wanted:
+            continue
+        name = f"{prefix}{gvk.kind.lower()}.{gvk.group or 'core'}"
+        webhook: dict[str, Any] = {
+            "name": name,
+            "clientConfig": {"service": {"name": service[0], "namespace": service[1], "path": path}},
+            "rules": [
+                {
+                    "apiGroups": [gvk.group],
+                    "apiVersions": [gvk.version],
+                    "operations": operations,
+                    "resources": [plural],
+                }
+            ],
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "failurePolicy": failure_policy,
+            "timeoutSeconds": timeout_seconds,
+        }
+        if namespace_selector is not None:
+            webhook["namespaceSelector"] = namespace_selector
+        configs.append(
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": config_kind,
+                "metadata": {"name": name},
+                "webhooks": [webhook],
+            }
+        )
+    return configs

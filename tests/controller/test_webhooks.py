@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import pytest
 
-from pyctrl.builder import BuilderError, WebhookBuilder, mutate_path, validate_path
+from pyctrl.builder import BuilderError, WebhookBuilder, mutate_path, validate_path, webhook_configurations
 from pyctrl.client.errors import ApiError, Forbidden
 from pyctrl.client.objects import ConfigMap
 from pyctrl.envtest import Environment
@@ -45,44 +44,44 @@ class WidgetValidator:
         return None
 
 
-def configurations(namespace: str) -> list[dict[str, Any]]:
-    """As written for a real cluster (a Service), limited to the test's namespace."""
-
-    def webhook(name: str, path: str, operations: list[str]) -> dict[str, Any]:
-        return {
-            "name": name,
-            "clientConfig": {"service": {"name": "webhook", "namespace": "system", "path": path}},
-            "rules": [
-                {
-                    "apiGroups": ["test.pyctrl.dev"],
-                    "apiVersions": ["v1"],
-                    "operations": operations,
-                    "resources": ["widgets"],
-                }
-            ],
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-            "sideEffects": "None",
-            "admissionReviewVersions": ["v1"],
-            "failurePolicy": "Fail",
-            "timeoutSeconds": 10,
-        }
-
-    return [
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "MutatingWebhookConfiguration",
-            "metadata": {"name": f"widgets-{namespace}"},
-            "webhooks": [webhook("mwidget.test.pyctrl.dev", mutate_path(Widget), ["CREATE", "UPDATE"])],
-        },
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingWebhookConfiguration",
-            "metadata": {"name": f"widgets-{namespace}"},
-            "webhooks": [
-                webhook("vwidget.test.pyctrl.dev", validate_path(Widget), ["CREATE", "UPDATE", "DELETE"])
-            ],
-        },
-    ]
+def test_the_generated_configurations_call_the_builders_paths() -> None:
+    selector = {"matchLabels": {"kubernetes.io/metadata.name": "ns"}}
+    mutating, validating = webhook_configurations(
+        Widget, defaulting=True, validating=True, namespace_selector=selector
+    )
+    assert mutating == {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "mwidget.test.pyctrl.dev"},
+        "webhooks": [
+            {
+                "name": "mwidget.test.pyctrl.dev",
+                "clientConfig": {
+                    "service": {"name": "webhook-service", "namespace": "system", "path": mutate_path(Widget)}
+                },
+                "rules": [
+                    {
+                        "apiGroups": ["test.pyctrl.dev"],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["widgets"],
+                    }
+                ],
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "failurePolicy": "Fail",
+                "timeoutSeconds": 10,
+                "namespaceSelector": selector,
+            }
+        ],
+    }
+    assert validating["kind"] == "ValidatingWebhookConfiguration"
+    (hook,) = validating["webhooks"]
+    assert hook["clientConfig"]["service"]["path"] == validate_path(Widget)
+    assert hook["rules"][0]["operations"] == ["CREATE", "UPDATE", "DELETE"]
+    (config_map_hook,) = webhook_configurations(ConfigMap, defaulting=False, validating=True)[0]["webhooks"]
+    assert config_map_hook["rules"][0]["resources"] == ["configmaps"]
+    assert config_map_hook["name"] == "vconfigmap.core"
 
 
 async def kubectl_apply(envtest: Environment, kubeconfig: Path, manifest: str) -> tuple[int, str]:
@@ -125,7 +124,12 @@ async def test_the_webhook_builder_reports_misuse(kubeconfig: Path, namespace: s
 async def test_defaulting_and_validating_webhooks_are_called_by_the_apiserver(
     envtest: Environment, kubeconfig: Path, namespace: str
 ) -> None:
-    options = envtest.install_webhooks(configurations(namespace))
+    # what the builder serves, limited to this test's namespace
+    selector = {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+    configurations = webhook_configurations(
+        Widget, defaulting=True, validating=True, namespace_selector=selector
+    )
+    options = envtest.install_webhooks(configurations)
     try:
         server = Server(
             host=options.local_serving_host,

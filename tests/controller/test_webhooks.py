@@ -12,7 +12,7 @@ import pytest
 from pyctrl.builder import BuilderError, WebhookBuilder, mutate_path, validate_path, webhook_configurations
 from pyctrl.client.errors import ApiError, Forbidden
 from pyctrl.client.objects import ConfigMap
-from pyctrl.envtest import Environment
+from pyctrl.envtest import Environment, EnvtestError
 from pyctrl.testing import eventually
 from pyctrl.webhook import Server, WebhookError
 
@@ -198,3 +198,8 @@ async def test_a_manager_whose_webhook_server_has_no_certificate_fails_to_start_
     mgr = await new_manager(kubeconfig, namespace, webhook_server=server)
     with pytest.raises(WebhookError, match=r"cannot load the serving certificate .*no-certs/tls.crt"):
         await mgr.start(asyncio.Event())
+
+
+def test_install_webhooks_refuses_an_empty_request(envtest: Environment) -> None:
+    with pytest.raises(EnvtestError, match="no MutatingWebhookConfiguration or Validating"):
+        envtest.install_webhooks([{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}])

@@ -8,6 +8,8 @@ cluster gives none):
    master and requeue until it finished (never blocking a worker), an Event, then the finalizer
    is removed and garbage collection takes the children;
 3. ensure the finalizer, then the children (``children.ensure``: written only when they differ);
+   a spec that passed the schema but cannot be run (``InvalidSpec``) applies no child, is reported
+   (Event and the Ready/Degraded conditions) and does not stop the topology work below;
 4. observe every pod: Kubernetes facts from the cache, Redis facts via ``INFO`` with a 1 s
    timeout; register the pods with the background prober (which feeds a Channel source);
 5. ``topology.plan`` (or a planned switchover when a scale-in would remove the master), then carry
@@ -161,17 +163,29 @@ class RedisClusterReconciler:
             else ClusterState()
         )
         sts_replicas, the_plan = self._decide(cluster, observed, recorded)
+        invalid = await self._ensure_children(cluster, sts_replicas)
+        acted, cluster = await self._execute(cluster, observed, the_plan, password)
+        phase = await self._update_status(cluster, observed, the_plan, invalid)
+        settled = not acted and the_plan.converged and phase is RedisClusterPhase.RUNNING
+        # an unrunnable spec waits for its fix (a watch event), unless the topology needs work
+        stuck = invalid is not None and not acted and (the_plan.converged or not observed.nodes)
+        return Result(requeue_after=STEADY_REQUEUE if settled or stuck else ACTING_REQUEUE)
+
+    async def _ensure_children(self, cluster: RedisCluster, sts_replicas: int) -> str | None:
+        """Write the children that differ; return why the spec cannot be run, if it cannot.
+
+        An invalid spec applies no child at all: the running pods keep their configuration and
+        failover keeps protecting them, while the Event ``InvalidSpec`` and the Ready condition say
+        what to fix."""
         try:
-            for child in desired_children(cluster, sts_replicas):
-                set_controller_reference(cluster, child)
-                await ensure(self.client, child)
+            children = desired_children(cluster, sts_replicas)
         except InvalidSpec as exc:
             self.recorder.event(cluster, "Warning", "InvalidSpec", str(exc))
-            raise TerminalError(str(exc)) from exc
-        acted, cluster = await self._execute(cluster, observed, the_plan, password)
-        phase = await self._update_status(cluster, observed, the_plan)
-        settled = not acted and the_plan.converged and phase is RedisClusterPhase.RUNNING
-        return Result(requeue_after=STEADY_REQUEUE if settled else ACTING_REQUEUE)
+            return str(exc)
+        for child in children:
+            set_controller_reference(cluster, child)
+            await ensure(self.client, child)
+        return None
 
     # -- observation ---------------------------------------------------------------------------
     async def _password(self, cluster: RedisCluster) -> str | None:
@@ -358,11 +372,11 @@ class RedisClusterReconciler:
 
     # -- status --------------------------------------------------------------------------------
     async def _update_status(
-        self, cluster: RedisCluster, observed: _Observed, the_plan: Plan
+        self, cluster: RedisCluster, observed: _Observed, the_plan: Plan, invalid_spec: str | None
     ) -> RedisClusterPhase:
         """Write the observed status when it changed; return the phase."""
         old = cluster.status or RedisClusterStatus()
-        new = observed_status(cluster, observed.nodes, the_plan.converged, _now())
+        new = observed_status(cluster, observed.nodes, the_plan.converged, _now(), invalid_spec=invalid_spec)
         metrics.observe_status(cluster.namespace, cluster.name, cluster.spec.replicas, new)
         if new.model_dump(exclude={"last_sync_timestamp"}) == old.model_dump(exclude={"last_sync_timestamp"}):
             return new.phase  # nothing changed: no write (lastSyncTimestamp marks the last status change)

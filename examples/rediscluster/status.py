@@ -5,6 +5,8 @@
 - ``phase``: Initializing until the first master serves; Failover while the recorded master does
   not serve (after it once did); Running when every pod is ready and the plan is converged;
   Degraded otherwise;
+- an invalid spec (one the operator cannot apply) makes Ready False with reason ``InvalidSpec``
+  and the error as message, and the phase Degraded at best;
 - conditions Ready and Degraded (metav1.Condition); a condition keeps its lastTransitionTime
   while its status does not change, so a converged cluster's status stays byte-for-byte the same
   and costs no write.
@@ -45,9 +47,18 @@ def _condition(
 
 
 def observed_status(
-    cluster: RedisCluster, nodes: Sequence[NodeObservation], converged: bool, now: str
+    cluster: RedisCluster,
+    nodes: Sequence[NodeObservation],
+    converged: bool,
+    now: str,
+    *,
+    invalid_spec: str | None = None,
 ) -> RedisClusterStatus:
-    """The status to report (``lastSyncTimestamp`` unchanged: the caller sets it on a write)."""
+    """The status to report (``lastSyncTimestamp`` unchanged: the caller sets it on a write).
+
+    ``invalid_spec`` (why the spec cannot be applied) keeps the cluster from counting as converged
+    and becomes the reason and message of both conditions."""
+    converged = converged and invalid_spec is None
     old = cluster.status or RedisClusterStatus()
     master = old.current_master
     m = next((n for n in nodes if n.pod == master), None)
@@ -61,11 +72,14 @@ def observed_status(
         phase = RedisClusterPhase.DEGRADED
     running, degraded = phase is RedisClusterPhase.RUNNING, phase is RedisClusterPhase.DEGRADED
     message = f"{ready}/{desired} pods ready and replicating"
+    ready_reason = "AllReplicasReady" if running else phase.value
+    degraded_reason = "ReplicasNotReady" if degraded else "AsExpected"
+    if invalid_spec is not None:
+        message = f"{invalid_spec}; nothing of the spec was applied ({ready}/{desired} pods ready)"
+        ready_reason = degraded_reason = "InvalidSpec"
     conditions = [
-        _condition(old, "Ready", running, "AllReplicasReady" if running else phase.value, message, now=now),
-        _condition(
-            old, "Degraded", degraded, "ReplicasNotReady" if degraded else "AsExpected", message, now=now
-        ),
+        _condition(old, "Ready", running, ready_reason, message, now=now),
+        _condition(old, "Degraded", degraded, degraded_reason, message, now=now),
     ]
     return old.model_copy(
         update={

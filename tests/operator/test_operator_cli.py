@@ -79,3 +79,11 @@ async def test_a_redis_config_overriding_managed_settings_is_reported_and_not_ap
     await eventually(reported, within=30, what="an InvalidSpec event naming replicaof", interval=0.2)
     sts = c.envtest.http.get(f"/apis/apps/v1/namespaces/{c.namespace}/statefulsets")["items"]
     assert sts == []
+
+    async def condition() -> dict[str, str] | None:
+        ready = [x for x in c.status().get("conditions", []) if x["type"] == "Ready"]
+        return ready[0] if ready and ready[0]["reason"] == "InvalidSpec" else None
+
+    ready = await eventually(condition, within=30, what="Ready=False with reason InvalidSpec", interval=0.2)
+    assert ready["status"] == "False"
+    assert "spec.redisConfig may not set replicaof" in ready["message"]

@@ -155,6 +155,42 @@ async def _true(value: bool) -> bool:
     return value
 
 
+async def test_an_unrunnable_spec_change_is_reported_applies_nothing_and_failover_still_works(
+    operator: RunningOperator, cluster_factory: Callable[[str], Cluster]
+) -> None:
+    c = cluster_factory("guarded")
+    c.create(replicas=2, downAfterMilliseconds=2000)
+    await eventually(lambda: c.ready(2), within=90, what="Running", interval=0.2)
+    config_path = f"/api/v1/namespaces/{c.namespace}/configmaps/guarded-config"
+    before = c.envtest.http.get(config_path)["data"]
+    patch = {"spec": {"redisConfig": {"port": "7000"}}}
+    c.envtest.http.request("PATCH", f"{c.base}/{c.name}", patch, content_type="application/merge-patch+json")
+
+    async def reported() -> str | None:
+        ready = [x for x in c.status().get("conditions", []) if x["type"] == "Ready"]
+        return ready[0]["message"] if ready and ready[0]["reason"] == "InvalidSpec" else None
+
+    message = await eventually(reported, within=30, what="the InvalidSpec condition", interval=0.2)
+    assert "spec.redisConfig may not set port" in message
+    assert c.envtest.http.get(config_path)["data"] == before  # nothing of the bad spec applied
+    old_master, epoch = c.status()["currentMaster"], c.status()["masterEpoch"]
+    victim = await c.redis(old_master)
+    with contextlib.suppress(Exception):
+        await victim.execute_command("SHUTDOWN", "NOSAVE")  # type: ignore[no-untyped-call]
+    await victim.aclose()
+    await eventually(
+        lambda: _true(c.status().get("masterEpoch", 0) > epoch and c.status()["currentMaster"] != old_master),
+        within=60,
+        what="a failover while the spec is invalid",
+        interval=0.2,
+    )
+    fix = {"spec": {"redisConfig": None}}
+    c.envtest.http.request("PATCH", f"{c.base}/{c.name}", fix, content_type="application/merge-patch+json")
+    await eventually(lambda: c.ready(2), within=90, what="Running again once the spec is fixed", interval=0.2)
+    reasons = {x["type"]: x["reason"] for x in c.status()["conditions"]}
+    assert reasons == {"Ready": "AllReplicasReady", "Degraded": "AsExpected"}
+
+
 async def test_a_hung_master_fails_over_and_is_demoted_after_it_resumes(
     operator: RunningOperator, cluster_factory: Callable[[str], Cluster]
 ) -> None:

@@ -45,3 +45,22 @@ def test_a_master_that_stopped_serving_is_reported_as_failover_after_it_once_ran
         observed_status(cluster(phase="Initializing"), nodes, False, now="t").phase
         is RedisClusterPhase.INITIALIZING
     )
+
+
+def test_an_invalid_spec_is_the_reason_of_both_conditions_and_keeps_the_cluster_from_running() -> None:
+    nodes = [master(0), replica(1, 0), replica(2, 0)]
+    why = "spec.redisConfig may not set port (managed by the operator)"
+    s = observed_status(cluster(phase="Running"), nodes, True, now="t", invalid_spec=why)
+    assert (s.phase, s.ready_replicas) == (RedisClusterPhase.DEGRADED, 3)
+    conditions = {c.type: (c.status, c.reason, c.message) for c in s.conditions}
+    message = f"{why}; nothing of the spec was applied (3/3 pods ready)"
+    assert conditions == {
+        "Ready": ("False", "InvalidSpec", message),
+        "Degraded": ("True", "InvalidSpec", message),
+    }
+    fixed = observed_status(cluster(**s.model_dump(by_alias=True, exclude_none=True)), nodes, True, now="t2")
+    assert fixed.phase is RedisClusterPhase.RUNNING
+    assert {c.type: c.reason for c in fixed.conditions} == {
+        "Ready": "AllReplicasReady",
+        "Degraded": "AsExpected",
+    }

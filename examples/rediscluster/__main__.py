@@ -3,8 +3,10 @@
 Flags follow kubebuilder's generated ``main.go``: ``--kubeconfig``, ``--namespace`` (one, or all
 when omitted), ``--leader-elect``, ``--leader-election-id``, ``--leader-election-namespace``,
 ``--metrics-bind-address`` (``:8080``), ``--health-probe-bind-address`` (``:8081``),
-``--log-format json|text``. Exit codes: 0 after a clean stop, 1 on a runtime failure or lost
-leadership, 2 on bad configuration (unreadable kubeconfig, unreachable apiserver, missing CRD).
+``--log-format json|text``, and ``--webhook-port``/``--webhook-cert-dir`` to serve the
+validating webhook (off by default: it needs a serving certificate). Exit codes: 0 after a clean
+stop, 1 on a runtime failure or lost leadership, 2 on bad configuration (unreadable kubeconfig,
+unreachable apiserver, missing CRD).
 """
 
 from __future__ import annotations
@@ -33,6 +35,17 @@ def parse_args(argv: list[str] | None = None) -> OperatorOptions:
     p.add_argument("--health-probe-bind-address", default=":8081", help="'0' disables")
     p.add_argument("--log-format", choices=("text", "json"), default="text")
     p.add_argument("--max-concurrent-reconciles", type=int, default=4)
+    p.add_argument(
+        "--webhook-port",
+        type=int,
+        default=0,
+        help="serve the validating webhook on this port, e.g. 9443 (default 0: no webhook server)",
+    )
+    p.add_argument(
+        "--webhook-cert-dir",
+        default=None,
+        help="tls.crt and tls.key of the webhook (default: <tmp>/k8s-webhook-server/serving-certs)",
+    )
     return OperatorOptions(**vars(p.parse_args(argv)))  # flag names are the option names
 
 

@@ -4,7 +4,8 @@ The manager owns the client, cache, servers and leader election; one controller 
 RedisCluster objects, triggered by: the RedisCluster itself (spec changes, deletion — not its own
 status writes), its children (StatefulSet, ConfigMap, Services, PodDisruptionBudget, through their
 controller ownerReference), its Pods (by the instance label) and the background health prober
-(a Channel source), which runs only on the elected leader.
+(a Channel source), which runs only on the elected leader. With ``webhook_port`` set, the manager
+also serves the validating webhook (``webhook.py``) and ``/readyz`` waits for it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from typing import Any
 from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.controller import RedisClusterReconciler
 from examples.rediscluster.prober import ClusterKey, HealthProber
-from pyctrl import ControllerBuilder, Manager, Request, _access, load_config, setup_logging
+from examples.rediscluster.webhook import RedisClusterValidator
+from pyctrl import ControllerBuilder, Manager, Request, WebhookBuilder, _access, load_config, setup_logging
 from pyctrl.client import ConfigMap, Pod, Service, StatefulSet
 from pyctrl.client.errors import ConfigError, KubernetesError, TransportError, UnknownKind
 from pyctrl.client.objects import PodDisruptionBudget
@@ -28,6 +30,7 @@ from pyctrl.leaderelection import LeaderElectionLost
 from pyctrl.log import get_logger
 from pyctrl.predicate import Funcs, label_selector
 from pyctrl.source import Channel
+from pyctrl.webhook import Server, WebhookError
 
 __all__ = ["Operator", "OperatorOptions", "build_operator", "run"]
 
@@ -48,6 +51,8 @@ class OperatorOptions:
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
+    webhook_port: int = 0
+    webhook_cert_dir: str | None = None
 
 
 class ProberRunnable:
@@ -97,8 +102,12 @@ def build_operator(config: Any, options: OperatorOptions) -> Operator:
     cache_options: dict[str, Any] = {}
     if options.namespace:
         cache_options["default_namespaces"] = [options.namespace]
+    webhook_server = (
+        Server(port=options.webhook_port, cert_dir=options.webhook_cert_dir) if options.webhook_port else None
+    )
     mgr = Manager(
         config,
+        webhook_server=webhook_server,
         scheme=scheme,
         cache_options=cache_options,
         metrics_bind_address=options.metrics_bind_address,
@@ -138,6 +147,9 @@ def build_operator(config: Any, options: OperatorOptions) -> Operator:
         .named("rediscluster")
         .complete(reconciler)
     )
+    if webhook_server is not None:
+        WebhookBuilder(mgr).for_(RedisCluster).with_validator(RedisClusterValidator()).complete()
+        mgr.add_readyz_check("webhook", webhook_server.started_checker())
     return Operator(mgr, reconciler, prober)
 
 
@@ -167,6 +179,9 @@ async def run(options: OperatorOptions, stop: asyncio.Event | None = None) -> in
     except LeaderElectionLost as exc:
         log.error("Leader election lost; exiting", error=str(exc))
         return 1
+    except WebhookError as exc:  # no serving certificate, or the port is taken: configuration
+        log.error("Cannot serve the webhook", error=str(exc))
+        return 2
     except Exception as exc:
         log.error("Operator failed", error=str(exc), exc_info=exc)
         return 1

@@ -77,7 +77,7 @@ class RunningOperator:
                 await self.task
 
 
-OperatorFactory = Callable[[], Awaitable[RunningOperator]]
+OperatorFactory = Callable[..., Awaitable[RunningOperator]]
 
 
 @pytest.fixture
@@ -85,12 +85,13 @@ async def start_operator(operator_kubeconfig: Path, namespace: str) -> AsyncIter
     """Start (and on teardown stop) operator instances watching the test's namespace."""
     running: list[RunningOperator] = []
 
-    async def start() -> RunningOperator:
+    async def start(**overrides: Any) -> RunningOperator:
         config = await load_kubeconfig(operator_kubeconfig)
         options = OperatorOptions(
             namespace=namespace,
             metrics_bind_address="127.0.0.1:0",
             health_probe_bind_address="127.0.0.1:0",
+            **overrides,
         )
         op = build_operator(config, options)
         stop = asyncio.Event()

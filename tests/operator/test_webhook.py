@@ -1,0 +1,97 @@
+"""The RedisCluster validating webhook: the reconciler's InvalidSpec check, moved up front."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from examples.rediscluster.api import RedisCluster
+from examples.rediscluster.webhook import RedisClusterValidator
+from pyctrl.builder import webhook_configurations
+from pyctrl.client import ApiClient, load_kubeconfig
+from pyctrl.client.errors import ApiError, Invalid
+from pyctrl.envtest import Environment
+from pyctrl.envtest._process import free_port
+from pyctrl.testing import eventually
+from tests.operator.conftest import OperatorFactory
+from tests.operator.test_operator_cli import run_operator
+
+
+def cluster(**spec: Any) -> RedisCluster:
+    return RedisCluster.model_validate({"metadata": {"name": "rc", "namespace": "ns"}, "spec": spec})
+
+
+async def test_the_validator_refuses_managed_directives_naming_the_field() -> None:
+    v = RedisClusterValidator()
+    with pytest.raises(Invalid) as refused:
+        await v.validate_create(cluster(redisConfig={"port": "7000"}))
+    assert refused.value.code == 422
+    assert refused.value.message == "spec.redisConfig may not set port (managed by the operator)"
+    assert [c.field for c in refused.value.causes] == ["spec.redisConfig"]
+    with pytest.raises(Invalid, match="keys must be single words"):
+        await v.validate_update(cluster(), cluster(redisConfig={"maxmemory-policy": "a\nb"}))
+    assert (
+        await v.validate_create(cluster(replicas=3, redisConfig={"maxmemory-policy": "allkeys-lru"})) is None
+    )
+    assert await v.validate_create(cluster(replicas=1)) == [
+        "spec.replicas is 1: there is no replica to fail over to"
+    ]
+    assert await v.validate_delete(cluster(redisConfig={"port": "1"})) is None  # deleting is always fine
+
+
+@pytest.mark.controlplane
+async def test_the_apiserver_refuses_an_unrunnable_spec_through_the_operators_webhook(
+    envtest: Environment, kubeconfig: Path, namespace: str, start_operator: OperatorFactory
+) -> None:
+    selector = {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+    configurations = webhook_configurations(
+        RedisCluster, defaulting=False, validating=True, namespace_selector=selector
+    )
+    options = envtest.install_webhooks(configurations)
+    # an asynchronous client: the operator (and its webhook server) runs on this event loop
+    client = ApiClient(await load_kubeconfig(kubeconfig))
+    try:
+        await start_operator(
+            webhook_port=options.local_serving_port, webhook_cert_dir=str(options.local_serving_cert_dir)
+        )
+        bad: dict[str, Any] = {
+            "apiVersion": "redis.pyctrl.dev/v1alpha1",
+            "kind": "RedisCluster",
+            "metadata": {"name": "bad", "namespace": namespace},
+            "spec": {"replicas": 1, "redisConfig": {"replicaof": "10.1.2.3 6379"}},
+        }
+
+        async def refused() -> ApiError | None:  # the apiserver sees the new configuration within moments
+            try:
+                await client.create(bad, dry_run=True)
+            except ApiError as exc:
+                return exc
+            return None
+
+        error = await eventually(refused, within=30, what="the webhook to refuse the spec")
+        assert error.code == 422
+        assert "denied the request: spec.redisConfig may not set replicaof" in error.message
+        good: dict[str, Any] = {
+            **bad,
+            "metadata": {"name": "good", "namespace": namespace},
+            "spec": {"replicas": 1},
+        }
+        created = await client.create(good)
+        assert created["metadata"]["name"] == "good"
+    finally:
+        await client.close()
+        envtest.uninstall_webhooks(options)
+
+
+@pytest.mark.controlplane
+def test_the_operator_exits_2_when_the_webhook_has_no_certificate(tmp_path: Path, kubeconfig: Path) -> None:
+    result = run_operator(
+        f"--kubeconfig={kubeconfig}",
+        f"--webhook-port={free_port()}",
+        f"--webhook-cert-dir={tmp_path / 'none'}",
+    )
+    assert result.returncode == 2, result.stderr
+    assert "Cannot serve the webhook" in result.stderr
+    assert f"{tmp_path / 'none'}/tls.crt" in result.stderr

@@ -73,7 +73,10 @@ class SplitClient(ReaderBase):
         return await self._reader(kind).get(kind, name, namespace=namespace)
 
     async def _list(self, kind: Kind, opts: ListOptions) -> ObjectList[Any]:
-        return await self._reader(kind).list(kind, **opts.as_kwargs())
+        reader = self._reader(kind)
+        if isinstance(reader, ReaderBase):  # pyctrl's own readers take the parsed options as they are
+            return await reader._list(kind, opts)
+        return await reader.list(kind, **opts.as_kwargs())
 
     async def create(self, obj: ObjT, *, dry_run: bool = False, field_manager: str | None = None) -> ObjT:
         return await self.client.create(obj, dry_run=dry_run, field_manager=field_manager)

@@ -15,6 +15,7 @@ from pyctrl.client import (
     GroupVersionKind,
     Namespace,
     NotFound,
+    ObjectList,
     ObjectMeta,
     UnknownKind,
 )
@@ -183,3 +184,27 @@ async def test_cluster_scoped_kinds_are_read_without_a_namespace(backend: Backen
         got = await cache.get(Namespace, backend.namespace)
         assert got.name == backend.namespace
         assert backend.namespace in [n.name for n in await cache.list(Namespace)]
+
+
+async def test_the_split_client_hands_list_options_to_a_reader_of_the_protocol_only() -> None:
+    class RecordingReader:  # a user's Reader: the Protocol's methods, not pyctrl's ReaderBase
+        def __init__(self) -> None:
+            self.calls: list[dict[str, Any]] = []
+
+        async def get(self, kind: Any, name: str, *, namespace: str | None = None) -> Any:
+            return {"metadata": {"name": name, "namespace": namespace}}
+
+        async def list(self, kind: Any, **options: Any) -> Any:
+            self.calls.append(options)
+            return ObjectList([], "1")
+
+    reader = RecordingReader()
+    client = SplitClient(cast(Any, reader), cast(Any, None))
+    await client.list(ConfigMap, namespace="ns", labels={"app": "redis"}, field_selector="a=b", limit=5)
+    (options,) = reader.calls
+    assert options["namespace"] == "ns"
+    assert str(options["label_selector"]) == "app=redis"
+    assert str(options["field_selector"]) == "a=b"
+    assert (options["limit"], options["continue_"]) == (5, None)
+    got: Any = await client.get(ConfigMap, "x", namespace="ns")  # whatever the user's reader returns
+    assert got["metadata"]["name"] == "x"

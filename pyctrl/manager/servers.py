@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from pyctrl._httpserver import HTTPServer
 from pyctrl.healthz import Checker, run_checks
 from pyctrl.metrics import registry
 
@@ -59,41 +60,3 @@ def health_app(healthz: dict[str, Checker], readyz: dict[str, Checker]) -> web.A
         app.router.add_get(path, endpoint(checks))
         app.router.add_get(path + "/{name}", endpoint(checks))
     return app
-
-
-class HTTPServer:
-    """An aiohttp app served on a bind address; a manager runnable of the HTTP-server group."""
-
-    needs_leader_election = False
-
-    def __init__(self, name: str, app: web.Application, host: str, port: int) -> None:
-        self.name = name
-        self.app = app
-        self.host = host
-        self.port = port
-        self._runner: web.AppRunner | None = None
-
-    async def listen(self) -> None:
-        """Bind now (so a taken port fails the manager's start with a clear error)."""
-        self._runner = web.AppRunner(self.app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        try:
-            await site.start()
-        except OSError as exc:
-            await self._runner.cleanup()
-            raise OSError(
-                exc.errno, f"{self.name} server cannot listen on {self.host}:{self.port}: {exc.strerror}"
-            ) from exc
-        addresses = self._runner.addresses
-        if addresses:
-            self.port = int(addresses[0][1])
-
-    async def start(self, stop: asyncio.Event) -> None:
-        if self._runner is None:
-            await self.listen()
-        try:
-            await stop.wait()
-        finally:
-            if self._runner is not None:
-                await self._runner.cleanup()

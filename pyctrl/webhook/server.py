@@ -39,6 +39,7 @@ import orjson
 from aiohttp import web
 from prometheus_client import Counter, Gauge, Histogram
 
+from pyctrl._httpserver import HTTPServer
 from pyctrl.log import get_logger
 from pyctrl.metrics import once, registry
 from pyctrl.webhook.admission import AdmissionRequest, AdmissionResponse, Handler, errored
@@ -107,7 +108,7 @@ class Server:
         self.key_path = self.cert_dir / key_name
         self.log = get_logger("pyctrl.webhook")
         self._handlers: dict[str, Handler | ConversionHandler] = {}
-        self._runner: web.AppRunner | None = None
+        self._http: HTTPServer | None = None
         self._ssl: ssl.SSLContext | None = None
         self._cert_stamp: tuple[int, ...] | None = None
         self._started = asyncio.Event()
@@ -165,23 +166,18 @@ class Server:
         self._load_certificate()
         app = web.Application()
         app.router.add_post("/{path:.*}", self._serve)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self._ssl)
+        self._http = HTTPServer("webhook", app, self.host, self.port, ssl_context=self._ssl)
         try:
-            await site.start()
+            await self._http.listen()
         except OSError as exc:
-            await self._runner.cleanup()
-            raise WebhookError(
-                f"webhook server cannot listen on {self.host}:{self.port}: {exc.strerror}"
-            ) from exc
-        if self._runner.addresses:
-            self.port = int(self._runner.addresses[0][1])
+            self._http = None
+            raise WebhookError(str(exc)) from exc
+        self.port = self._http.port
         self._started.set()
         self.log.info("Serving webhooks", address=f"{self.host}:{self.port}", paths=self.paths)
 
     async def start(self, stop: asyncio.Event) -> None:
-        if self._runner is None:
+        if self._http is None:
             await self.listen()
         try:
             while not stop.is_set():
@@ -191,9 +187,9 @@ class Server:
                     self.reload_certificate_if_changed()
         finally:
             self._started.clear()
-            if self._runner is not None:
-                await self._runner.cleanup()
-                self._runner = None
+            if self._http is not None:
+                await self._http.close()
+                self._http = None
 
     async def _serve(self, request: web.Request) -> web.Response:
         path = request.path

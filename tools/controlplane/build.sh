@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the local control plane (etcd, kube-apiserver, kube-controller-manager, kubectl) from the
+# Build the local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl) from the
 # official Kubernetes and etcd Go modules pinned in this directory's go.mod, through the Go module proxy.
 #
 # Output: $PYCTRL_CACHE_DIR/controlplane/<k8s version>/bin (default ~/.cache/pyctrl/...).
@@ -40,6 +40,7 @@ targets=(
   "etcd|go.etcd.io/etcd/server/v3"
   "kube-apiserver|k8s.io/kubernetes/cmd/kube-apiserver"
   "kube-controller-manager|k8s.io/kubernetes/cmd/kube-controller-manager"
+  "kube-scheduler|k8s.io/kubernetes/cmd/kube-scheduler"
   "kubectl|k8s.io/kubernetes/cmd/kubectl"
 )
 

@@ -1,9 +1,10 @@
 """``python -m examples.rediscluster``: run the RedisCluster operator.
 
-Flags follow kubebuilder's generated ``main.go``: ``--kubeconfig``, ``--namespace`` (one, or all
-when omitted), ``--leader-elect``, ``--leader-election-id``, ``--leader-election-namespace``,
-``--metrics-bind-address`` (``:8080``), ``--health-probe-bind-address`` (``:8081``),
-``--log-format json|text``, and ``--webhook-port``/``--webhook-cert-dir`` to serve the
+Flags follow kubebuilder's generated ``main.go``: ``--kubeconfig``, ``--namespace`` (comma-separated
+list, or all when omitted), ``--leader-elect``, ``--leader-election-id``,
+``--leader-election-namespace``, ``--metrics-bind-address`` (``:8080``),
+``--health-probe-bind-address`` (``:8081``), ``--log-format json|text``, ``--log-level``,
+``--max-concurrent-reconciles``, and ``--webhook-port``/``--webhook-cert-dir`` to serve the
 validating webhook (off by default: it needs a serving certificate). Exit codes: 0 after a clean
 stop, 1 on a runtime failure or lost leadership, 2 on bad configuration (unreadable kubeconfig,
 unreachable apiserver, missing CRD).
@@ -27,13 +28,19 @@ def parse_args(argv: list[str] | None = None) -> OperatorOptions:
         default=None,
         help="kubeconfig path (default: $KUBECONFIG, in-cluster, ~/.kube/config)",
     )
-    p.add_argument("--namespace", default=None, help="watch only this namespace (default: all)")
+    p.add_argument(
+        "--namespace",
+        default=None,
+        help="watch only these namespaces, comma-separated (default: all); the Role each needs "
+        "is the ClusterRole's rules bound in that namespace",
+    )
     p.add_argument("--leader-elect", action="store_true", help="enable leader election (one active replica)")
     p.add_argument("--leader-election-id", default="rediscluster-operator.redis.pyctrl.dev")
     p.add_argument("--leader-election-namespace", default=None, help="in-cluster namespace, else 'default'")
     p.add_argument("--metrics-bind-address", default=":8080", help="'0' disables")
     p.add_argument("--health-probe-bind-address", default=":8081", help="'0' disables")
     p.add_argument("--log-format", choices=("text", "json"), default="text")
+    p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
     p.add_argument("--max-concurrent-reconciles", type=int, default=4)
     p.add_argument(
         "--webhook-port",

@@ -11,7 +11,6 @@ also serves the validating webhook (``webhook.py``) and ``/readyz`` waits for it
 from __future__ import annotations
 
 import asyncio
-import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +46,7 @@ class OperatorOptions:
     metrics_bind_address: str = ":8080"
     health_probe_bind_address: str = ":8081"
     log_format: str = "text"
+    log_level: str = "info"
     max_concurrent_reconciles: int = 4
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
@@ -100,8 +100,9 @@ def build_operator(config: Any, options: OperatorOptions) -> Operator:
     scheme = default_scheme.copy()
     scheme.add(RedisCluster)
     cache_options: dict[str, Any] = {}
-    if options.namespace:
-        cache_options["default_namespaces"] = [options.namespace]
+    namespaces = [ns.strip() for ns in (options.namespace or "").split(",") if ns.strip()]
+    if namespaces:
+        cache_options["default_namespaces"] = namespaces
     webhook_server = (
         Server(port=options.webhook_port, cert_dir=options.webhook_cert_dir) if options.webhook_port else None
     )
@@ -155,7 +156,7 @@ def build_operator(config: Any, options: OperatorOptions) -> Operator:
 
 async def run(options: OperatorOptions, stop: asyncio.Event | None = None) -> int:
     """Run until stopped; the process exit code (see ``__main__``)."""
-    setup_logging(options.log_format, logging.INFO)
+    setup_logging(options.log_format, options.log_level.upper())
     try:
         config = await load_config(options.kubeconfig)
     except ConfigError as exc:

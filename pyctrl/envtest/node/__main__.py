@@ -30,9 +30,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[NodeConfig, bool]:
     parser.add_argument(
         "--image-map",
         action="append",
-        metavar="PATTERN=EXECUTABLE",
-        help="fnmatch pattern of images -> executable, first match wins; repeatable; "
-        f"rules given replace the default ({' '.join(DEFAULT_IMAGE_MAP)})",
+        metavar="PATTERN=[NAME=VALUE ...] EXECUTABLE [ARG ...]",
+        help="fnmatch pattern of images -> the ENTRYPOINT (and ENV) playing them, first match wins; "
+        f"repeatable; rules given replace the defaults ({' '.join(DEFAULT_IMAGE_MAP)})",
     )
     parser.add_argument("--backoff-initial", type=float, default=10.0, help="crash-loop back-off start (s)")
     parser.add_argument("--backoff-max", type=float, default=300.0, help="crash-loop back-off cap (s)")

@@ -1,9 +1,17 @@
 """Images as local executables (the local node's stand-in for image pulling and ENTRYPOINT/CMD).
 
 The node pulls nothing. An image is "present" when one of the node's ``--image-map`` rules
-(``PATTERN=EXECUTABLE``, fnmatch patterns matched against the full image reference, first match
-wins; default ``redis*=redis-server``) maps it to an executable, which plays the image's
-ENTRYPOINT.
+(``PATTERN=[NAME=VALUE ...] EXECUTABLE [ARG ...]``, shell words; fnmatch patterns matched against
+the full image reference, first match wins) maps it to an ``ImageConfig``: the executable and
+arguments that play the image's ENTRYPOINT, and the variables that play its ENV (the container's
+own ``env`` overrides them, as with a real image). The default rules:
+
+- ``*rediscluster-operator*`` → this checkout's operator: ``PATH=<venv bin>:<default PATH>
+  PYTHONPATH=<repo root> <the node's python> -m examples.rediscluster`` — the Dockerfile's
+  ``ENTRYPOINT ["python", "-m", "examples.rediscluster"]``; with ``PATH`` leading to the venv's
+  ``python``, a ``command: [python, -m, examples.rediscluster.<module>]`` (a Job of the same image)
+  runs the same code;
+- ``redis*`` → ``redis-server``.
 
 Guarantees — the argv rule, in order:
 1. ``command`` set: argv = command + args, as in Kubernetes (the ENTRYPOINT is replaced);
@@ -11,7 +19,7 @@ Guarantees — the argv rule, in order:
 2. no ``command`` and ``args[0]`` is an executable on PATH (and does not start with ``-``):
    argv = args — what official images' ``docker-entrypoint.sh`` does when its first argument is a
    program (``args: [redis-server, --port, "7000"]`` runs redis-server);
-3. otherwise argv = [mapped executable] + args.
+3. otherwise argv = the mapped ENTRYPOINT + args.
 - An image no rule maps is reported as ``ImageNotMapped`` (the Pod waits; the node is unaffected).
 - An executable that cannot be found is a ``StartError`` with the message a container runtime
   gives (``exec: "x": executable file not found in $PATH``).
@@ -22,14 +30,20 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
+import shlex
 import shutil
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 __all__ = [
     "DEFAULT_IMAGE_MAP",
     "DEFAULT_PATH",
+    "OPERATOR_IMAGE_RULE",
+    "ImageConfig",
     "ImageMap",
     "ImageNotMapped",
     "StartError",
@@ -37,9 +51,21 @@ __all__ = [
     "resolve_argv",
 ]
 
-DEFAULT_IMAGE_MAP = ("redis*=redis-server",)
 # PATH of a typical image, used when the container sets none.
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_REPO_ROOT = Path(__file__).resolve().parents[3]  # the checkout holding pyctrl/ and examples/
+OPERATOR_IMAGE_RULE = "*rediscluster-operator*=" + shlex.join(
+    [
+        f"PATH={Path(sys.executable).parent}:{DEFAULT_PATH}",
+        f"PYTHONPATH={_REPO_ROOT}",
+        sys.executable,
+        "-m",
+        "examples.rediscluster",
+    ]
+)
+DEFAULT_IMAGE_MAP = (OPERATOR_IMAGE_RULE, "redis*=redis-server")
+_RULE_FORM = "PATTERN=[NAME=VALUE ...] EXECUTABLE [ARG ...]"
+_ENV_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 
 class ImageNotMapped(Exception):
@@ -51,29 +77,53 @@ class StartError(Exception):
 
 
 @dataclass(frozen=True)
-class ImageMap:
-    """Ordered ``(pattern, executable)`` rules."""
+class ImageConfig:
+    """The parts of an image's config the node plays: ENTRYPOINT and ENV."""
 
-    rules: tuple[tuple[str, str], ...]
+    entrypoint: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def parse(cls, words: str) -> ImageConfig:
+        """``[NAME=VALUE ...] EXECUTABLE [ARG ...]`` (shell words, as ``env(1)`` takes them)."""
+        parts = shlex.split(words)
+        env = []
+        while parts and _ENV_WORD.match(parts[0]):
+            name, _, value = parts.pop(0).partition("=")
+            env.append((name, value))
+        if not parts:
+            raise ValueError(f"{words!r} names no executable")
+        return cls(tuple(parts), tuple(env))
+
+
+@dataclass(frozen=True)
+class ImageMap:
+    """Ordered ``(pattern, image config)`` rules, kept with the specs they came from."""
+
+    rules: tuple[tuple[str, ImageConfig], ...]
+    specs: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, specs: Sequence[str]) -> ImageMap:
         rules = []
         for spec in specs:
-            pattern, sep, executable = spec.partition("=")
-            if not sep or not pattern or not executable:
-                raise ValueError(f"image map entry {spec!r} is not PATTERN=EXECUTABLE")
-            rules.append((pattern, executable))
-        return cls(tuple(rules))
+            pattern, sep, words = spec.partition("=")
+            try:
+                if not sep or not pattern:
+                    raise ValueError("no pattern")
+                rules.append((pattern, ImageConfig.parse(words)))
+            except ValueError as exc:
+                raise ValueError(f"image map entry {spec!r} is not {_RULE_FORM} ({exc})") from None
+        return cls(tuple(rules), tuple(specs))
 
-    def executable_for(self, image: str) -> str:
-        for pattern, executable in self.rules:
+    def config_for(self, image: str) -> ImageConfig:
+        for pattern, config in self.rules:
             if fnmatch.fnmatchcase(image, pattern):
-                return executable
-        known = ", ".join(f"{p}={e}" for p, e in self.rules) or "none"
+                return config
+        known = ", ".join(self.specs) or "none"
         raise ImageNotMapped(
             f"image {image!r} has no local executable (the local node does not pull images); "
-            f"map it with --image-map PATTERN=EXECUTABLE (current rules: {known})"
+            f"map it with --image-map {_RULE_FORM} (current rules: {known})"
         )
 
 
@@ -85,10 +135,10 @@ def find_executable(name: str, env: Mapping[str, str]) -> str | None:
 
 
 def resolve_argv(
-    image_map: ImageMap, container: Mapping[str, Any], env: Mapping[str, str]
+    image: ImageConfig, container: Mapping[str, Any], env: Mapping[str, str]
 ) -> tuple[str, list[str]]:
-    """``(executable path, argv)`` for ``container`` (command/args already expanded)."""
-    mapped = image_map.executable_for(str(container.get("image", "")))
+    """``(executable path, argv)`` for ``container`` of ``image`` (command/args already expanded;
+    ``env`` already holds the image's ENV under the container's own variables)."""
     command = [str(c) for c in (container.get("command") or [])]
     args = [str(a) for a in (container.get("args") or [])]
     if command:
@@ -96,7 +146,7 @@ def resolve_argv(
     elif args and not args[0].startswith("-") and find_executable(args[0], env):
         argv = args
     else:
-        argv = [mapped, *args]
+        argv = [*image.entrypoint, *args]
     path = find_executable(argv[0], env)
     if path is None:
         raise StartError(f'exec: "{argv[0]}": executable file not found in $PATH')

@@ -143,6 +143,7 @@ class PodWorker:
         server = urlsplit(self.ctx.kube.host)
         port = str(server.port or 443)
         hostname = (self.pod["spec"].get("hostname") or self.name)[:63]
+        image = self.ctx.image_map.config_for(str(spec.get("image", "")))
         base = {
             "PATH": DEFAULT_PATH,
             "HOSTNAME": hostname,
@@ -150,6 +151,7 @@ class PodWorker:
             "KUBERNETES_SERVICE_HOST": server.hostname or HOST_IP,
             "KUBERNETES_SERVICE_PORT": port,
             "KUBERNETES_SERVICE_PORT_HTTPS": port,
+            **dict(image.env),  # the image's ENV; the container's env overrides it
         }
         facts = PodFacts(self.pod, self.pod_ip, HOST_IP, self.ctx.capacity)
         env = await build_env(spec, facts, self._lookup, base)
@@ -158,7 +160,7 @@ class PodWorker:
             command=[expand(str(c), env) for c in spec.get("command") or []],
             args=[expand(str(a), env) for a in spec.get("args") or []],
         )
-        executable, argv = resolve_argv(self.ctx.image_map, expanded, env)
+        executable, argv = resolve_argv(image, expanded, env)
         api_data = {
             v["name"]
             for v in self.pod["spec"].get("volumes") or []

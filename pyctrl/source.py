@@ -20,6 +20,7 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from pyctrl import trace as _trace
 from pyctrl.cache.informer import DeletedFinalStateUnknown
 from pyctrl.client.scheme import Kind as KindType
 from pyctrl.client.scheme import kind_gvk
@@ -61,7 +62,11 @@ class _Dispatcher:
         self.sink: EventSink | None = None
 
     def emit(self, event: Event) -> None:
-        if self.sink is None or not all(passes(p, event) for p in self.predicates):
+        if self.sink is None:
+            return
+        if _trace.ENABLED:
+            _trace.predicates(self.description, event, self.predicates)
+        if not all(passes(p, event) for p in self.predicates):
             return
         dispatch(self.handler, event, self.sink.for_event(event, self.description))
 

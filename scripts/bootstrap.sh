@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Idempotent set-up shared by `make test` and `make demo`:
-#   1. Debian packages the tests and the demo need (redis-server, redis-tools), when missing;
-#   2. .venv/ with pyctrl and its dev dependencies, re-installed only when pyproject.toml changes;
+#   1. Debian packages the tests, the demo and the docs need (redis-server, redis-tools, graphviz),
+#      when missing;
+#   2. .venv/ with pyctrl and its dev and docs dependencies, re-installed only when pyproject.toml
+#      changes;
 #   3. the control-plane binaries (tools/controlplane/build.sh), built only when missing.
 # A second run prints three "up to date" lines and takes a few seconds.
 set -euo pipefail
@@ -14,6 +16,7 @@ need_pkgs=()
 command -v redis-server >/dev/null 2>&1 || need_pkgs+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || need_pkgs+=(redis-tools)
 command -v unshare >/dev/null 2>&1 || need_pkgs+=(util-linux)
+command -v dot >/dev/null 2>&1 || need_pkgs+=(graphviz)  # the guide's diagrams (make docs)
 if [ "${#need_pkgs[@]}" -gt 0 ]; then
   echo "bootstrap: installing Debian packages: ${need_pkgs[*]}"
   command -v apt-get >/dev/null 2>&1 || die "step 'apt packages': apt-get not found; install ${need_pkgs[*]} by hand"
@@ -24,7 +27,7 @@ if [ "${#need_pkgs[@]}" -gt 0 ]; then
   # The Debian package starts a system redis on :6379; pyctrl never uses it.
   (command -v systemctl >/dev/null 2>&1 && $SUDO systemctl disable --now redis-server >/dev/null 2>&1) || true
 else
-  echo "bootstrap: Debian packages up to date (redis-server $(redis-server --version | awk '{print $3}'))"
+  echo "bootstrap: Debian packages up to date (redis-server $(redis-server --version | awk '{print $3}'), graphviz $(dot -V 2>&1 | awk '{print $5}'))"
 fi
 
 # 2. Python virtualenv
@@ -32,12 +35,12 @@ py="${PYTHON:-python3}"
 stamp=".venv/.pyproject.sha256"
 want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
 if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "bootstrap: creating .venv with pyctrl[dev] ($($py --version))"
+  echo "bootstrap: creating .venv with pyctrl[dev,docs] ($($py --version))"
   [ -x .venv/bin/python ] || "$py" -m venv .venv || die "step 'python -m venv .venv' failed"
   .venv/bin/python -m pip install -q --upgrade pip >.venv/pip.log 2>&1 \
     || { tail -n 20 .venv/pip.log >&2; die "step 'pip install --upgrade pip' failed; see .venv/pip.log"; }
-  .venv/bin/python -m pip install -q -e ".[dev]" >>.venv/pip.log 2>&1 \
-    || { tail -n 20 .venv/pip.log >&2; die "step 'pip install -e .[dev]' failed; see .venv/pip.log"; }
+  .venv/bin/python -m pip install -q -e ".[dev,docs]" >>.venv/pip.log 2>&1 \
+    || { tail -n 20 .venv/pip.log >&2; die "step 'pip install -e .[dev,docs]' failed; see .venv/pip.log"; }
   echo "$want" > "$stamp"
 else
   echo "bootstrap: .venv up to date"

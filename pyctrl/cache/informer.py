@@ -36,6 +36,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import orjson
 
+from pyctrl import trace as _trace
 from pyctrl.cache.reflector import Change, Reflector, Transform, strip_managed_fields
 from pyctrl.cache.store import IndexFunc, Store
 from pyctrl.cache.watcher import Backoff, Watcher
@@ -156,6 +157,8 @@ class Registration:
 
     def _dispatch(self, change: Change) -> Awaitable[None] | None:
         h, decode = self.handler, self._decode
+        if _trace.ENABLED:
+            _trace.delivered(self._name, change, h)
         if change.type == "add":
             assert change.new is not None
             return h.on_add(decode(change.new), change.in_initial_list)

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 import orjson
 
+from pyctrl import trace as _trace
 from pyctrl.cache.store import Key, Store, StoredObject
 from pyctrl.cache.watcher import Apply, Delete, Init, InitDone, InitPage, Watcher, WatcherEvent
 
@@ -110,10 +111,14 @@ class Reflector:
                 self._replace(self._pending or {})
                 self._pending = None
                 self.last_sync_resource_version = rv
+                if _trace.ENABLED:
+                    _trace.listed(self, rv)
             case Apply(obj):
                 key, entry = self._entry(obj)
                 old = self.store.upsert(key, entry)
                 self._track(obj)
+                if _trace.ENABLED:
+                    _trace.stored(self, "add" if old is None else "update", key)
                 if self.notify is None:
                     return
                 if old is None:
@@ -124,6 +129,8 @@ class Reflector:
                 key, entry = self._entry(obj)
                 self.store.delete(key)
                 self._track(obj)
+                if _trace.ENABLED:
+                    _trace.stored(self, "delete", key)
                 if self.notify is not None:
                     self.notify(Change("delete", key, entry.data, None))
 

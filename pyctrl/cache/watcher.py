@@ -34,6 +34,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyctrl import trace as _trace
 from pyctrl.client.errors import (
     BadRequest,
     Forbidden,
@@ -282,6 +283,8 @@ class Watcher:
             log.debug(
                 "%s: %s %s %s", self._name, event.type, (event.object.get("metadata") or {}).get("name"), rv
             )
+            if _trace.ENABLED:
+                _trace.watch_event(self._name, event.type, event.object)
             match event.type:
                 case "ADDED" | "MODIFIED":
                     yield Apply(event.object)

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pyctrl import _access
+from pyctrl import trace as _trace
 from pyctrl.client.errors import Conflict
 from pyctrl.controller._metrics import ControllerMetrics
 from pyctrl.event import Event, event_object, event_type
@@ -194,6 +195,8 @@ class Controller:
                 request, priority = await self.queue.get_with_priority()
             except ShutDown:
                 return
+            if _trace.ENABLED:
+                _trace.picked(self.queue, request, priority)
             try:
                 if not self._stopping:  # queued but not started: left for the next leader
                     await self._reconcile_handler(request, priority)
@@ -216,6 +219,8 @@ class Controller:
         finally:
             self.metrics.active.dec()
             self.metrics.time.observe(time.perf_counter() - started)
+        if _trace.ENABLED:
+            _trace.reconciled(self.name, request, outcome, time.perf_counter() - started)
         self._handle_outcome(request, priority, outcome, log)
         log.debug("Reconcile done", duration_s=round(time.perf_counter() - started, 6))
 

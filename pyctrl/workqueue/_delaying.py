@@ -27,6 +27,7 @@ import math
 from collections.abc import Hashable
 from typing import TypeVar
 
+from pyctrl import trace as _trace
 from pyctrl.workqueue._clock import Clock, Timer
 from pyctrl.workqueue._queue import Queue
 
@@ -69,10 +70,14 @@ class DelayingQueue(Queue[T]):
             if waiting is not None:
                 priority = max(priority, waiting.priority)
                 self._dropped_heap_entry()
+                if _trace.ENABLED:
+                    _trace.delay_cut(self, item)
         Queue.add(self, item, priority=priority)
 
     def add_after(self, item: T, seconds: float, *, priority: int = 0) -> None:
         """Add ``item`` once ``seconds`` have passed (now if ``seconds <= 0``). Ignored after shutdown."""
+        if _trace.ENABLED:
+            _trace.queue_add_after(self, item, seconds, priority)
         if self._shutting_down:
             return
         if seconds <= 0:
@@ -151,6 +156,8 @@ class DelayingQueue(Queue[T]):
             if waiting is None or waiting.order != order:
                 continue  # stale
             del self._waiting[item]
+            if _trace.ENABLED:
+                _trace.delay_elapsed(self, item)
             Queue.add(self, item, priority=waiting.priority)
         if not self._waiting:
             heap.clear()

@@ -35,6 +35,7 @@ from collections import deque
 from collections.abc import Hashable
 from typing import Generic, TypeVar
 
+from pyctrl import trace as _trace
 from pyctrl.workqueue._clock import Clock, RealClock
 from pyctrl.workqueue._metrics import QueueMetrics
 
@@ -73,6 +74,7 @@ class Queue(Generic[T]):
     """
 
     def __init__(self, *, name: str | None = None, clock: Clock | None = None) -> None:
+        self.name = name
         self._clock: Clock = clock if clock is not None else RealClock()
         self._metrics: QueueMetrics[T] | None = QueueMetrics(name, self._clock) if name else None
         # dirty: every item that needs processing -> its live entry (priority, item).
@@ -109,6 +111,8 @@ class Queue(Generic[T]):
         Ignored once the queue is shutting down. If ``item`` is already waiting to be processed,
         only its priority is raised; if it is being processed, it is queued again on ``done``.
         """
+        if _trace.ENABLED:
+            _trace.queue_add(self, item, priority)
         if self._shutting_down:
             return
         entry = (priority, item)
@@ -161,6 +165,8 @@ class Queue(Generic[T]):
             raise ValueError(f"done({item!r}): the item is not being processed") from None
         if self._metrics is not None:
             self._metrics.done(item)
+        if _trace.ENABLED:
+            _trace.queue_done(self, item)
         entry = self._dirty.get(item)
         if entry is not None:
             self._enqueue(entry)

@@ -4,10 +4,11 @@ Flags follow kubebuilder's generated ``main.go``: ``--kubeconfig``, ``--namespac
 list, or all when omitted), ``--leader-elect``, ``--leader-election-id``,
 ``--leader-election-namespace``, ``--metrics-bind-address`` (``:8080``),
 ``--health-probe-bind-address`` (``:8081``), ``--log-format json|text``, ``--log-level``,
-``--max-concurrent-reconciles``, and ``--webhook-port``/``--webhook-cert-dir`` to serve the
-validating webhook (off by default: it needs a serving certificate). Exit codes: 0 after a clean
-stop, 1 on a runtime failure or lost leadership, 2 on bad configuration (unreadable kubeconfig,
-unreachable apiserver, missing CRD).
+``--max-concurrent-reconciles``, ``--webhook-port``/``--webhook-cert-dir`` to serve the
+validating webhook (off by default: it needs a serving certificate), and ``--redis-timeout`` (the
+connect and socket timeout of every Redis command and health probe, default 1 s). Exit codes: 0
+after a clean stop, 1 on a runtime failure or lost leadership, 2 on bad configuration (unreadable
+kubeconfig, unreachable apiserver, missing CRD).
 """
 
 from __future__ import annotations
@@ -17,6 +18,17 @@ import asyncio
 import sys
 
 from examples.rediscluster.operator import OperatorOptions, run
+from examples.rediscluster.redis_admin import DEFAULT_IO_TIMEOUT
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return value
 
 
 def parse_args(argv: list[str] | None = None) -> OperatorOptions:
@@ -52,6 +64,12 @@ def parse_args(argv: list[str] | None = None) -> OperatorOptions:
         "--webhook-cert-dir",
         default=None,
         help="tls.crt and tls.key of the webhook (default: <tmp>/k8s-webhook-server/serving-certs)",
+    )
+    p.add_argument(
+        "--redis-timeout",
+        type=_positive,
+        default=DEFAULT_IO_TIMEOUT,
+        help="connect/socket timeout in seconds of each Redis command and probe (default 1)",
     )
     return OperatorOptions(**vars(p.parse_args(argv)))  # flag names are the option names
 

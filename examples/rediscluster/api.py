@@ -26,12 +26,14 @@ from typing import Annotated, ClassVar
 
 from pydantic import ConfigDict, Field
 
+from examples.rediscluster.scheduling import Affinity, Toleration, TopologySpreadConstraint
 from pyctrl.client.gvk import GroupVersionKind
 from pyctrl.client.objects.meta import Condition, KubeModel, KubeObject
 from pyctrl.crdgen import CRDMeta, PrinterColumn, Quantity, ScaleSubresource
 
 __all__ = [
     "DEFAULT_IMAGE",
+    "NodeLoss",
     "RedisAuth",
     "RedisCluster",
     "RedisClusterPhase",
@@ -77,6 +79,22 @@ class ResourceRequirements(KubeModel):
     """Minimum resources the scheduler reserves."""
 
 
+class NodeLoss(KubeModel):
+    """What the operator does with the pods of a node that stopped reporting (NodeLost)."""
+
+    model_config = _SPEC_CONFIG
+
+    force_delete_pods: bool = False
+    """Force-delete this cluster's pods on a node whose Ready condition has been Unknown for
+    afterSeconds while their Redis gave the operator no valid reply for as long, so the
+    StatefulSet recreates them on a live node. Off by default: Kubernetes cannot tell a dead node
+    from a partitioned one, and a StatefulSet pod must not run twice; turn it on where a node that
+    stops reporting is known to be down (or taint such a node node.kubernetes.io/out-of-service,
+    which Kubernetes itself honours)."""
+    after_seconds: int = Field(default=30, ge=0, le=3600)
+    """How long the node must have been unreachable (and the pod's Redis silent) first."""
+
+
 class RedisClusterSpec(KubeModel):
     """Desired state: one master and replicas-1 replicas of one Redis image."""
 
@@ -102,6 +120,16 @@ class RedisClusterSpec(KubeModel):
     """Extra redis.conf settings (directive -> value)."""
     resources: ResourceRequirements | None = None
     """Compute resources of the Redis container."""
+    affinity: Affinity | None = None
+    """Pod affinity rules; replaces the default (preferred anti-affinity on kubernetes.io/hostname)."""
+    tolerations: list[Toleration] | None = None
+    """Tolerations of the pods."""
+    topology_spread_constraints: list[TopologySpreadConstraint] | None = None
+    """Replaces the default (spread over topology.kubernetes.io/zone, ScheduleAnyway); [] for none."""
+    node_selector: dict[str, str] | None = None
+    """Node labels the pods require."""
+    node_loss: NodeLoss = Field(default_factory=NodeLoss)
+    """Pods on a node that stopped reporting: left alone (default) or force-deleted."""
 
 
 class RedisClusterPhase(enum.StrEnum):

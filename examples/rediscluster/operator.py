@@ -16,7 +16,9 @@ from typing import Any
 
 from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.controller import RedisClusterReconciler
+from examples.rediscluster.nodeloss import Node
 from examples.rediscluster.prober import ClusterKey, HealthProber
+from examples.rediscluster.redis_admin import DEFAULT_IO_TIMEOUT
 from examples.rediscluster.webhook import RedisClusterValidator
 from pyctrl import ControllerBuilder, Manager, Request, WebhookBuilder, _access, load_config, setup_logging
 from pyctrl.client import ConfigMap, Pod, Service, StatefulSet
@@ -53,6 +55,7 @@ class OperatorOptions:
     retry_period: float = 2.0
     webhook_port: int = 0
     webhook_cert_dir: str | None = None
+    redis_timeout: float = DEFAULT_IO_TIMEOUT
 
 
 class ProberRunnable:
@@ -99,6 +102,7 @@ class Operator:
 def build_operator(config: Any, options: OperatorOptions) -> Operator:
     scheme = default_scheme.copy()
     scheme.add(RedisCluster)
+    scheme.add(Node)
     cache_options: dict[str, Any] = {}
     namespaces = [ns.strip() for ns in (options.namespace or "").split(",") if ns.strip()]
     if namespaces:
@@ -129,7 +133,11 @@ def build_operator(config: Any, options: OperatorOptions) -> Operator:
     prober = HealthProber(notify)
     mgr.add(ProberRunnable(prober))
     reconciler = RedisClusterReconciler(
-        mgr.client, mgr.api_reader, mgr.get_event_recorder_for("rediscluster-operator"), prober
+        mgr.client,
+        mgr.api_reader,
+        mgr.get_event_recorder_for("rediscluster-operator"),
+        prober,
+        io_timeout=options.redis_timeout,
     )
     (
         ControllerBuilder(mgr)

@@ -8,12 +8,13 @@ reads :meth:`HealthProber.master_unhealthy_for` instead of waiting on Redis itse
 
 Guarantees:
 - Every registered pod is probed every ``interval`` seconds with a short-timeout PING
-  (``redis_admin.ping``: PONG, -LOADING and -MASTERDOWN are valid replies, as in Sentinel). At most
-  one probe per pod is in flight, so a hung Redis (SIGSTOP) delays only its own probes, which end
-  after ``2 * io_timeout + 0.5`` s at most.
-- History is kept per pod, not per address: a pod whose IP changes, or that has none (``host=None``,
-  a failed probe), keeps its :class:`~examples.rediscluster.topology.DownDetector`. A pod's window
-  starts when it is registered, so a first probe that hangs still counts from when it was sent.
+  (``RedisConnection.ping``: PONG, -LOADING and -MASTERDOWN are valid replies, as in Sentinel). At
+  most one probe per pod is in flight, so a hung Redis (SIGSTOP) delays only its own probes, which
+  end after ``2 * io_timeout + 0.5`` s at most (the connection's ``io_timeout``).
+- History is kept per pod, not per address: a pod whose IP changes, or that has none (registered
+  as ``None``, a failed probe), keeps its :class:`~examples.rediscluster.topology.DownDetector`.
+  A pod's window starts when it is registered, so a first probe that hangs still counts from when
+  it was sent.
 - The master is *down* only after no valid reply for the cluster's whole ``down_after`` window
   (REFERENCE "never promote on one bad probe"); times come from the injected monotonic ``clock``.
 - ``notify(key)`` is called when a cluster's health changes: the master becomes down (window
@@ -31,29 +32,24 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
-from examples.rediscluster import redis_admin
+from examples.rediscluster.redis_admin import RedisConnection
 from examples.rediscluster.topology import DownDetector
 
-__all__ = ["ClusterKey", "Endpoint", "HealthProber", "Probe"]
+__all__ = ["ClusterKey", "Endpoints", "HealthProber", "Probe"]
 
 log = logging.getLogger(__name__)
 
 ClusterKey = tuple[str, str]  # (namespace, cluster name)
-Probe = Callable[[str, int, "str | None"], Awaitable[None]]  # returns on a valid reply, else raises
-
-
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    host: str | None  # pod IP; None while the pod has none (counts as a failed probe)
-    port: int = 6379
+Probe = Callable[[RedisConnection], Awaitable[None]]  # returns on a valid reply, else raises
+#: pod -> its Redis; None while the pod has no IP (counts as a failed probe)
+Endpoints = Mapping[str, RedisConnection | None]
 
 
 @dataclass(slots=True)
 class _Cluster:
-    endpoints: dict[str, Endpoint]
+    endpoints: dict[str, RedisConnection | None]
     master: str | None
     down_after: float
-    password: str | None
     detectors: dict[str, DownDetector] = field(default_factory=dict)
     state: tuple[bool, frozenset[str]] = (False, frozenset())  # (master down, pods failing)
 
@@ -66,39 +62,33 @@ class HealthProber:
         notify: Callable[[ClusterKey], None],
         *,
         interval: float = 0.5,
-        io_timeout: float = redis_admin.DEFAULT_IO_TIMEOUT,
-        probe: Probe | None = None,
+        probe: Probe = RedisConnection.ping,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if interval <= 0:
             raise ValueError("interval must be positive")
         self._notify = notify
         self._interval = interval
-        self._io_timeout = io_timeout
-        self._probe = probe or self._ping
+        self._probe = probe
         self._clock = clock
         self._clusters: dict[ClusterKey, _Cluster] = {}
         self._inflight: dict[tuple[ClusterKey, str], asyncio.Task[None]] = {}
         self._loop_task: asyncio.Task[None] | None = None
 
-    async def _ping(self, host: str, port: int, password: str | None) -> None:
-        await redis_admin.ping(host, port, password, io_timeout=self._io_timeout)
-
     def watch(
         self,
         key: ClusterKey,
-        endpoints: Mapping[str, Endpoint],
+        endpoints: Endpoints,
         *,
         master: str | None,
         down_after: float,
-        password: str | None = None,
     ) -> None:
         """Register or update a cluster: all its pods, the recorded master and its down-after window."""
         cluster = self._clusters.get(key)
         if cluster is None:
-            cluster = self._clusters[key] = _Cluster(dict(endpoints), master, down_after, password)
+            cluster = self._clusters[key] = _Cluster(dict(endpoints), master, down_after)
         cluster.endpoints = dict(endpoints)
-        cluster.master, cluster.down_after, cluster.password = master, down_after, password
+        cluster.master, cluster.down_after = master, down_after
         for pod in list(cluster.detectors):
             if pod not in cluster.endpoints:
                 del cluster.detectors[pod]
@@ -158,16 +148,16 @@ class HealthProber:
             for pod, endpoint in cluster.endpoints.items():
                 if (key, pod) not in self._inflight:
                     self._inflight[(key, pod)] = asyncio.create_task(
-                        self._probe_once(key, pod, endpoint, cluster.password), name=f"probe {key} {pod}"
+                        self._probe_once(key, pod, endpoint), name=f"probe {key} {pod}"
                     )
             self._report(key)
 
-    async def _probe_once(self, key: ClusterKey, pod: str, endpoint: Endpoint, password: str | None) -> None:
+    async def _probe_once(self, key: ClusterKey, pod: str, endpoint: RedisConnection | None) -> None:
         try:
-            ok = endpoint.host is not None
-            if endpoint.host is not None:
-                async with asyncio.timeout(2 * self._io_timeout + 1):
-                    await self._probe(endpoint.host, endpoint.port, password)
+            ok = endpoint is not None
+            if endpoint is not None:
+                async with asyncio.timeout(2 * endpoint.io_timeout + 1):
+                    await self._probe(endpoint)
         except Exception as exc:  # any failure is "no valid reply" (RedisAdminError, timeout, a bug)
             log.debug("probe %s/%s %s: %s", *key, pod, exc)
             ok = False

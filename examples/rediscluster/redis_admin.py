@@ -12,6 +12,9 @@ Guarantees:
       +-- RedisUnavailable    no valid reply in time: refused, timed out, reset, still loading
       +-- RedisCommandError   Redis answered with an error, refused auth, or a verification failed
 
+- The commands are methods of :class:`RedisConnection`, a frozen value naming one Redis (host,
+  port, password, ``io_timeout``) instead of that clump on every call; its ``repr`` leaves the
+  password out.
 - ``promote`` implements REFERENCE "Promote (REPLICAOF NO ONE), verify role:master": it raises
   ``RedisCommandError`` unless INFO then says ``role:master``. ``failover_to`` is the planned
   switchover (``FAILOVER TO host port``, Redis >= 6.2). ``bgsave`` only starts a save;
@@ -27,7 +30,7 @@ import asyncio
 import contextlib
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -42,19 +45,10 @@ __all__ = [
     "BgsaveStatus",
     "RedisAdminError",
     "RedisCommandError",
+    "RedisConnection",
     "RedisUnavailable",
-    "bgsave",
-    "bgsave_status",
-    "configure",
-    "failover_state",
-    "failover_to",
-    "info",
-    "observe",
     "parse_facts",
     "parse_info",
-    "ping",
-    "promote",
-    "replica_of",
 ]
 
 DEFAULT_IO_TIMEOUT = 1.0
@@ -106,10 +100,7 @@ def _is_valid_error_reply(exc: BaseException) -> bool:
 
 
 async def _call(
-    host: str,
-    port: int,
-    password: str | None,
-    io_timeout: float,
+    conn: RedisConnection,
     *commands: tuple[str | int, ...],
     tolerate: Callable[[BaseException], bool] = lambda _: False,
 ) -> list[Any]:
@@ -118,6 +109,7 @@ async def _call(
     Every redis-py, asyncio or OS error becomes a ``RedisAdminError`` raised ``from None``, except
     errors ``tolerate`` accepts, which end the call quietly.
     """
+    host, port, password, io_timeout = conn.host, conn.port, conn.password, conn.io_timeout
     client = aioredis.Redis(
         host=host,
         port=port,
@@ -208,125 +200,89 @@ def parse_facts(fields: Mapping[str, str]) -> RedisFacts:
     )
 
 
-async def info(
-    host: str, port: int, password: str | None = None, *, io_timeout: float = DEFAULT_IO_TIMEOUT
-) -> dict[str, str]:
-    """The default INFO sections as a flat ``field -> value`` dict."""
-    (text,) = await _call(host, port, password, io_timeout, ("INFO",))
-    return parse_info(str(text))
+@dataclass(frozen=True, slots=True)
+class RedisConnection:
+    """One Redis the operator administers: where it listens, its password and the I/O timeout.
 
-
-async def observe(
-    host: str, port: int, password: str | None = None, *, io_timeout: float = DEFAULT_IO_TIMEOUT
-) -> RedisFacts:
-    """What this Redis says about itself, for ``topology.NodeObservation.redis``."""
-    return parse_facts(await info(host, port, password, io_timeout=io_timeout))
-
-
-async def ping(
-    host: str, port: int, password: str | None = None, *, io_timeout: float = DEFAULT_IO_TIMEOUT
-) -> None:
-    """Return on a valid reply: PONG, or -LOADING / -MASTERDOWN (Sentinel counts those as alive)."""
-    await _call(host, port, password, io_timeout, ("PING",), tolerate=_is_valid_error_reply)
-
-
-async def replica_of(
-    host: str,
-    port: int,
-    master_host: str,
-    master_port: int,
-    password: str | None = None,
-    *,
-    io_timeout: float = DEFAULT_IO_TIMEOUT,
-) -> None:
-    """``REPLICAOF master_host master_port`` (also demotes a master). Syncing happens afterwards."""
-    await _call(host, port, password, io_timeout, ("REPLICAOF", master_host, master_port))
-
-
-async def promote(
-    host: str, port: int, password: str | None = None, *, io_timeout: float = DEFAULT_IO_TIMEOUT
-) -> None:
-    """``REPLICAOF NO ONE``, then verify ``role:master``; ``RedisCommandError`` if it is not."""
-    _, text = await _call(
-        host, port, password, io_timeout, ("REPLICAOF", "NO", "ONE"), ("INFO", "replication")
-    )
-    role = parse_info(str(text)).get("role")
-    if role != "master":
-        raise RedisCommandError(host, port, f"REPLICAOF NO ONE: still role:{role}")
-
-
-async def failover_to(
-    host: str,
-    port: int,
-    target_host: str,
-    target_port: int,
-    password: str | None = None,
-    *,
-    failover_timeout_ms: int = 5000,
-    force: bool = True,
-    io_timeout: float = DEFAULT_IO_TIMEOUT,
-) -> None:
-    """Start a planned switchover on master ``host:port``: ``FAILOVER TO target [FORCE] TIMEOUT ms``.
-
-    Redis pauses writes, waits for the target to catch up, then makes it master and itself its
-    replica; with ``force`` it hands over even if the target is still behind after the timeout. The
-    command returns at once: poll :func:`failover_state` (``no-failover`` again when done).
+    A value, not an open socket: every method opens one connection, runs its commands and closes
+    it (see the module docstring for the timeouts and the errors). The password is left out of
+    ``repr`` so a logged or printed connection never shows it.
     """
-    command: list[str | int] = ["FAILOVER", "TO", target_host, target_port]
-    if force:
-        command.append("FORCE")
-    await _call(host, port, password, io_timeout, (*command, "TIMEOUT", failover_timeout_ms))
 
+    host: str
+    port: int
+    password: str | None = field(default=None, repr=False)
+    io_timeout: float = DEFAULT_IO_TIMEOUT
 
-async def failover_state(
-    host: str, port: int, password: str | None = None, *, io_timeout: float = DEFAULT_IO_TIMEOUT
-) -> str:
-    """``master_failover_state``: ``no-failover``, ``waiting-for-sync`` or ``failover-in-progress``."""
-    return (await info(host, port, password, io_timeout=io_timeout)).get(
-        "master_failover_state", "no-failover"
-    )
+    async def info(self) -> dict[str, str]:
+        """The default INFO sections as a flat ``field -> value`` dict."""
+        (text,) = await _call(self, ("INFO",))
+        return parse_info(str(text))
 
+    async def observe(self) -> RedisFacts:
+        """What this Redis says about itself, for ``topology.NodeObservation.redis``."""
+        return parse_facts(await self.info())
 
-async def bgsave(
-    host: str, port: int, password: str | None = None, *, io_timeout: float = DEFAULT_IO_TIMEOUT
-) -> bool:
-    """Start ``BGSAVE``; False when a save is already running (then just poll the status)."""
-    try:
-        await _call(host, port, password, io_timeout, ("BGSAVE",))
-    except RedisCommandError as exc:
-        if "already in progress" in str(exc):
-            return False
-        raise
-    return True
+    async def ping(self) -> None:
+        """Return on a valid reply: PONG, or -LOADING / -MASTERDOWN (Sentinel counts those as alive)."""
+        await _call(self, ("PING",), tolerate=_is_valid_error_reply)
 
+    async def replica_of(self, master: RedisConnection) -> None:
+        """``REPLICAOF master.host master.port`` (also demotes a master). Syncing happens afterwards."""
+        await _call(self, ("REPLICAOF", master.host, master.port))
 
-async def bgsave_status(
-    host: str, port: int, password: str | None = None, *, io_timeout: float = DEFAULT_IO_TIMEOUT
-) -> BgsaveStatus:
-    """Whether a background save runs, and how the last one ended (INFO persistence)."""
-    fields = await info(host, port, password, io_timeout=io_timeout)
-    return BgsaveStatus(
-        in_progress=fields.get("rdb_bgsave_in_progress") == "1",
-        last_status=fields.get("rdb_last_bgsave_status", "ok"),
-        last_save_time=int(fields.get("rdb_last_save_time", "0")),
-        changes_since_last_save=int(fields.get("rdb_changes_since_last_save", "0")),
-    )
+    async def promote(self) -> None:
+        """``REPLICAOF NO ONE``, then verify ``role:master``; ``RedisCommandError`` if it is not."""
+        _, text = await _call(self, ("REPLICAOF", "NO", "ONE"), ("INFO", "replication"))
+        role = parse_info(str(text)).get("role")
+        if role != "master":
+            raise RedisCommandError(self.host, self.port, f"REPLICAOF NO ONE: still role:{role}")
 
+    async def failover_to(
+        self, target: RedisConnection, *, failover_timeout_ms: int = 5000, force: bool = True
+    ) -> None:
+        """Start a planned switchover of this master: ``FAILOVER TO target [FORCE] TIMEOUT ms``.
 
-async def configure(
-    host: str,
-    port: int,
-    settings: Mapping[str, str | int],
-    password: str | None = None,
-    *,
-    io_timeout: float = DEFAULT_IO_TIMEOUT,
-) -> None:
-    """``CONFIG SET`` each setting (e.g. ``min-replicas-to-write``, ``masterauth``, ``replica-priority``).
+        Redis pauses writes, waits for the target to catch up, then makes it master and itself its
+        replica; with ``force`` it hands over even if the target is still behind after the timeout.
+        The command returns at once: poll :meth:`failover_state` (``no-failover`` again when done).
+        """
+        command: list[str | int] = ["FAILOVER", "TO", target.host, target.port]
+        if force:
+            command.append("FORCE")
+        await _call(self, (*command, "TIMEOUT", failover_timeout_ms))
 
-    Values are never put in error messages (``masterauth`` is a password).
-    """
-    for name, value in settings.items():
+    async def failover_state(self) -> str:
+        """``master_failover_state``: ``no-failover``, ``waiting-for-sync`` or ``failover-in-progress``."""
+        return (await self.info()).get("master_failover_state", "no-failover")
+
+    async def bgsave(self) -> bool:
+        """Start ``BGSAVE``; False when a save is already running (then just poll the status)."""
         try:
-            await _call(host, port, password, io_timeout, ("CONFIG", "SET", name, value))
-        except RedisCommandError:
-            raise RedisCommandError(host, port, f"CONFIG SET {name} was refused") from None
+            await _call(self, ("BGSAVE",))
+        except RedisCommandError as exc:
+            if "already in progress" in str(exc):
+                return False
+            raise
+        return True
+
+    async def bgsave_status(self) -> BgsaveStatus:
+        """Whether a background save runs, and how the last one ended (INFO persistence)."""
+        fields = await self.info()
+        return BgsaveStatus(
+            in_progress=fields.get("rdb_bgsave_in_progress") == "1",
+            last_status=fields.get("rdb_last_bgsave_status", "ok"),
+            last_save_time=int(fields.get("rdb_last_save_time", "0")),
+            changes_since_last_save=int(fields.get("rdb_changes_since_last_save", "0")),
+        )
+
+    async def configure(self, settings: Mapping[str, str | int]) -> None:
+        """``CONFIG SET`` each setting (e.g. ``min-replicas-to-write``, ``masterauth``).
+
+        Values are never put in error messages (``masterauth`` is a password).
+        """
+        for name, value in settings.items():
+            try:
+                await _call(self, ("CONFIG", "SET", name, value))
+            except RedisCommandError:
+                raise RedisCommandError(self.host, self.port, f"CONFIG SET {name} was refused") from None

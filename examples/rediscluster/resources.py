@@ -6,8 +6,16 @@ Children (each carries a controller ownerReference to the RedisCluster, set by t
   ``memoryLimit``, persistence, ``redisConfig``); never the password;
 - Service ``<name>-headless`` (stable pod DNS, not-ready addresses published), ``<name>-master``
   (selects the pod labelled ``redis.pyctrl.dev/role=master``) and ``<name>-replicas``;
-- StatefulSet ``<name>`` (Parallel pod management; one PVC per pod with persistence);
-- PodDisruptionBudget ``<name>`` (``maxUnavailable: 1``).
+- StatefulSet ``<name>`` (Parallel pod management; one PVC per pod with persistence; pods spread
+  over nodes and zones by default, see ``scheduling``);
+- PodDisruptionBudget ``<name>`` (``maxUnavailable: 1``): a drain evicts one pod at a time.
+
+Planned switchover on deletion (a drain, an eviction, a rolling update): the container's preStop
+hook keeps a master serving while it has replicas connected, for at most ``PRESTOP_WAIT_SECONDS``,
+until the operator — seeing the master pod's deletionTimestamp — has handed the master over with
+``FAILOVER TO``; the hook then returns and SIGTERM stops a replica. A replica, or a master with no
+replica left (the whole cluster being deleted), stops at once; if the operator is away the wait
+ends after the bound and the usual failover follows.
 
 Boot fencing (REFERENCE "A pod that is not the recorded master must never boot as a master"): every
 pod boots as a replica of an address where nothing listens (``replicaof 127.255.255.254 1``), so
@@ -23,11 +31,13 @@ import hashlib
 from typing import Any
 
 from examples.rediscluster.api import RedisCluster, RedisClusterSpec
+from examples.rediscluster.scheduling import pod_scheduling
 
 __all__ = [
     "FENCE_HOST",
     "FENCE_PORT",
     "MANAGED_KEYS",
+    "PRESTOP_WAIT_SECONDS",
     "REDIS_PORT",
     "ROLE_LABEL",
     "InvalidSpec",
@@ -47,6 +57,9 @@ __all__ = [
 REDIS_PORT = 6379
 ROLE_LABEL = "redis.pyctrl.dev/role"
 FENCE_HOST, FENCE_PORT = "127.255.255.254", 1
+#: the longest a terminating master waits in preStop for the operator's switchover
+PRESTOP_WAIT_SECONDS = 20
+TERMINATION_GRACE_SECONDS = 30
 #: redis.conf directives the operator owns; ``redisConfig`` may not set them.
 MANAGED_KEYS = frozenset(
     {
@@ -175,9 +188,26 @@ def _start_script(spec: RedisClusterSpec) -> str:
     return f'{start} - <<EOF\nrequirepass "$REDIS_PASSWORD"\nmasterauth "$REDIS_PASSWORD"\nEOF\n'
 
 
-def _probe_script(spec: RedisClusterSpec) -> str:
+def _redis_cli(spec: RedisClusterSpec) -> str:
     auth = 'REDISCLI_AUTH="$REDIS_PASSWORD" ' if spec.auth is not None else ""
-    return f'{auth}redis-cli -h "$POD_IP" -p {REDIS_PORT} ping | grep -q PONG'
+    return f'{auth}redis-cli -h "$POD_IP" -p {REDIS_PORT}'
+
+
+def _probe_script(spec: RedisClusterSpec) -> str:
+    return f"{_redis_cli(spec)} ping | grep -q PONG"
+
+
+def _prestop_script(spec: RedisClusterSpec) -> str:
+    """Wait while this Redis is a master with replicas connected (bounded); see the docstring."""
+    return (
+        f"end=$(($(date +%s) + {PRESTOP_WAIT_SECONDS}))\n"
+        'while [ "$(date +%s)" -lt "$end" ]; do\n'
+        f"  info=$({_redis_cli(spec)} info replication 2>/dev/null) || exit 0\n"
+        '  case "$info" in *role:master*) ;; *) exit 0 ;; esac\n'
+        '  case "$info" in *connected_slaves:0*) exit 0 ;; esac\n'
+        "  sleep 0.2\n"
+        "done\n"
+    )
 
 
 def _resources(spec: RedisClusterSpec) -> dict[str, Any] | None:
@@ -213,6 +243,7 @@ def statefulset(cluster: RedisCluster, replicas: int) -> dict[str, Any]:
             "timeoutSeconds": 1,
             "failureThreshold": 2,
         },
+        "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", _prestop_script(spec)]}}},
         "volumeMounts": [
             {"name": "config", "mountPath": "/etc/redis"},
             {"name": "data", "mountPath": "/data"},
@@ -232,7 +263,18 @@ def statefulset(cluster: RedisCluster, replicas: int) -> dict[str, Any]:
                 "labels": labels(cluster),
                 "annotations": {"redis.pyctrl.dev/config-hash": conf_hash},
             },
-            "spec": {"terminationGracePeriodSeconds": 30, "containers": [container], "volumes": volumes},
+            "spec": {
+                "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
+                "containers": [container],
+                "volumes": volumes,
+                **pod_scheduling(
+                    selector_labels(cluster),
+                    spec.affinity,
+                    spec.tolerations,
+                    spec.topology_spread_constraints,
+                    spec.node_selector,
+                ),
+            },
         },
     }
     if spec.enable_persistence:

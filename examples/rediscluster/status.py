@@ -7,14 +7,17 @@
   Degraded otherwise;
 - an invalid spec (one the operator cannot apply) makes Ready False with reason ``InvalidSpec``
   and the error as message, and the phase Degraded at best;
-- conditions Ready and Degraded (metav1.Condition); a condition keeps its lastTransitionTime
+- ``PodsScheduled``: False with reason ``Unschedulable`` while the scheduler cannot place some
+  pod, its message naming each such pod with the scheduler's own reason (``PodScheduled=False``:
+  e.g. ``0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules``);
+- conditions Ready, Degraded and PodsScheduled (metav1.Condition); a condition keeps its lastTransitionTime
   while its status does not change, so a converged cluster's status stays byte-for-byte the same
   and costs no write.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from examples.rediscluster.api import RedisCluster, RedisClusterPhase, RedisClusterStatus
 from examples.rediscluster.resources import selector
@@ -46,6 +49,14 @@ def _condition(
     return Condition(type=type_, status=value, reason=reason, message=message, last_transition_time=since)
 
 
+def _scheduled_condition(old: RedisClusterStatus, unschedulable: Mapping[str, str], *, now: str) -> Condition:
+    if not unschedulable:
+        return _condition(old, "PodsScheduled", True, "AllPodsScheduled", "every pod is on a node", now=now)
+    pending = "; ".join(f"{pod}: {why}" for pod, why in sorted(unschedulable.items()))
+    message = f"{len(unschedulable)} pod(s) Pending, not schedulable: {pending}"
+    return _condition(old, "PodsScheduled", False, "Unschedulable", message, now=now)
+
+
 def observed_status(
     cluster: RedisCluster,
     nodes: Sequence[NodeObservation],
@@ -53,11 +64,13 @@ def observed_status(
     now: str,
     *,
     invalid_spec: str | None = None,
+    unschedulable: Mapping[str, str] | None = None,
 ) -> RedisClusterStatus:
     """The status to report (``lastSyncTimestamp`` unchanged: the caller sets it on a write).
 
     ``invalid_spec`` (why the spec cannot be applied) keeps the cluster from counting as converged
-    and becomes the reason and message of both conditions."""
+    and becomes the reason and message of both conditions; ``unschedulable`` (pod -> the
+    scheduler's message) makes PodsScheduled False."""
     converged = converged and invalid_spec is None
     old = cluster.status or RedisClusterStatus()
     master = old.current_master
@@ -80,6 +93,7 @@ def observed_status(
     conditions = [
         _condition(old, "Ready", running, ready_reason, message, now=now),
         _condition(old, "Degraded", degraded, degraded_reason, message, now=now),
+        _scheduled_condition(old, unschedulable or {}, now=now),
     ]
     return old.model_copy(
         update={

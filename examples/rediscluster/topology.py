@@ -25,7 +25,8 @@ table-driven unit test. REFERENCE "Redis failover essentials" rules and where th
 - *Stale pod IPs*: a replica follows the master only if ``master_host:master_port`` is the master
   pod's current IP and port; otherwise it is re-pointed.
 - *Scale-in never removes the master*: :func:`scale_down_victims` asks for a planned switchover
-  (:func:`switchover`, ``FAILOVER TO``) first.
+  (:func:`switchover`, ``FAILOVER TO``) first; a master whose pod is terminating (a node drain)
+  is handed over the same way by :func:`evacuate`.
 
 Plans are deterministic (same inputs, same plan) and a converged cluster yields an empty plan.
 The data types (observations, actions, :class:`DownDetector`) live in ``topology_types`` and are
@@ -56,6 +57,7 @@ __all__ = [
     "Wait",
     "bootstrap",
     "choose_failover_candidate",
+    "evacuate",
     "is_empty_restart",
     "plan",
     "scale_down_victims",
@@ -334,6 +336,16 @@ def switchover(observations: Sequence[NodeObservation], recorded: ClusterState, 
     return _resume(nodes, target, recorded.master_epoch + 1)
 
 
+def _best_in_sync(
+    master: NodeObservation,
+    policy: Policy,
+    among: Iterable[NodeObservation],
+) -> NodeObservation | None:
+    """The best replica among ``among`` that follows ``master`` with its link up (None: none yet)."""
+    in_sync = [n for n in among if n.follows(master) and n.redis is not None and n.redis.master_link_up]
+    return choose_failover_candidate([*in_sync, master], master.pod, policy)
+
+
 def scale_down_victims(
     observations: Sequence[NodeObservation], recorded: ClusterState, replicas: int, policy: Policy
 ) -> ScaleDown:
@@ -348,8 +360,24 @@ def scale_down_victims(
     victims = tuple(n.pod for n in sorted(nodes.values(), key=lambda n: -n.ordinal) if n.ordinal >= replicas)
     if recorded.current_master not in victims:
         return ScaleDown(victims)
-    survivors = [n for n in nodes.values() if n.ordinal < replicas]
     master = nodes[recorded.current_master]
-    in_sync = [n for n in survivors if n.follows(master) and n.redis is not None and n.redis.master_link_up]
-    best = choose_failover_candidate([*in_sync, master], master.pod, policy)
+    best = _best_in_sync(master, policy, (n for n in nodes.values() if n.ordinal < replicas))
     return ScaleDown(victims, True, best.pod if best is not None else None)
+
+
+def evacuate(observations: Sequence[NodeObservation], recorded: ClusterState, policy: Policy) -> Plan | None:
+    """A planned switchover off a master whose pod is terminating (drain, eviction, rolling update).
+
+    None when the recorded master's pod is not terminating. Otherwise the best in-sync replica
+    whose pod is not terminating takes over through :func:`switchover` (``FAILOVER TO``: writes
+    pause while it catches up, none is lost), or the plan waits for one — the pod's preStop hook
+    keeps the master serving meanwhile, for a bounded time.
+    """
+    nodes = _index(observations)
+    master = nodes.get(recorded.current_master or "")
+    if master is None or not master.terminating:
+        return None
+    best = _best_in_sync(master, policy, nodes.values())
+    if best is None:
+        return _wait(f"master {master.pod} is terminating; no in-sync replica to hand it over to yet")
+    return switchover(observations, recorded, best.pod)

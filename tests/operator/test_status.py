@@ -33,7 +33,11 @@ def test_a_lagging_replica_makes_the_cluster_degraded() -> None:
         cluster(phase="Running"), [master(0), replica(1, 0), replica(2, 0, link_up=False)], True, now="t"
     )
     assert (s.phase, s.ready_replicas) == (RedisClusterPhase.DEGRADED, 2)
-    assert {c.type: c.status for c in s.conditions} == {"Ready": "False", "Degraded": "True"}
+    assert {c.type: c.status for c in s.conditions} == {
+        "Ready": "False",
+        "Degraded": "True",
+        "PodsScheduled": "True",
+    }
 
 
 def test_a_master_that_stopped_serving_is_reported_as_failover_after_it_once_ran() -> None:
@@ -57,10 +61,23 @@ def test_an_invalid_spec_is_the_reason_of_both_conditions_and_keeps_the_cluster_
     assert conditions == {
         "Ready": ("False", "InvalidSpec", message),
         "Degraded": ("True", "InvalidSpec", message),
+        "PodsScheduled": ("True", "AllPodsScheduled", "every pod is on a node"),
     }
     fixed = observed_status(cluster(**s.model_dump(by_alias=True, exclude_none=True)), nodes, True, now="t2")
     assert fixed.phase is RedisClusterPhase.RUNNING
     assert {c.type: c.reason for c in fixed.conditions} == {
         "Ready": "AllReplicasReady",
         "Degraded": "AsExpected",
+        "PodsScheduled": "AllPodsScheduled",
     }
+
+
+def test_pods_the_scheduler_cannot_place_are_reported_with_its_reason() -> None:
+    nodes = [master(0), replica(1, 0), replica(2, 0)]
+    why = "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules."
+    s = observed_status(cluster(phase="Running"), nodes, True, now="t", unschedulable={"rc-3": why})
+    scheduled = next(c for c in s.conditions if c.type == "PodsScheduled")
+    assert (scheduled.status, scheduled.reason) == ("False", "Unschedulable")
+    assert scheduled.message == f"1 pod(s) Pending, not schedulable: rc-3: {why}"
+    placed = observed_status(cluster(**s.model_dump(by_alias=True, exclude_none=True)), nodes, True, now="t2")
+    assert next(c for c in placed.conditions if c.type == "PodsScheduled").status == "True"

@@ -51,6 +51,7 @@ def master(
     run_id: str | None = None,
     failover_state: str = "no-failover",
     online: tuple[int, ...] = (),
+    terminating: bool = False,
 ) -> NodeObservation:
     facts = RedisFacts(
         role=Role.MASTER,
@@ -64,7 +65,9 @@ def master(
         failover_state=failover_state,
         online_replicas=frozenset((ip(j), 6379) for j in online),
     )
-    return NodeObservation(pod(i), i, ip(i), pod_ready=ready, label=label, redis=facts)
+    return NodeObservation(
+        pod(i), i, ip(i), pod_ready=ready, label=label, terminating=terminating, redis=facts
+    )
 
 
 def replica(

@@ -34,7 +34,7 @@ async def observe_all(servers: Sequence[RedisServer], labels: dict[str, str]) ->
 
     async def one(i: int, s: RedisServer) -> NodeObservation:
         try:
-            facts = await redis_admin.observe(s.host, s.port, s.password, io_timeout=0.5)
+            facts = await s.admin(io_timeout=0.5).observe()
         except redis_admin.RedisUnavailable:
             facts = None
         name = pod_name(i)
@@ -54,13 +54,13 @@ async def execute(
                 recorded = ClusterState(pod, epoch)
             case Promote(pod=pod):
                 s = by_pod[pod]
-                await redis_admin.promote(s.host, s.port, s.password)
+                await s.admin().promote()
             case ReplicaOf(pod=pod, master=master) | Demote(pod=pod, master=master):
                 s, m = by_pod[pod], by_pod[master]
-                await redis_admin.replica_of(s.host, s.port, m.host, m.port, s.password)
+                await s.admin().replica_of(m.admin())
             case Switchover(pod=pod, to=to):
                 s, t = by_pod[pod], by_pod[to]
-                await redis_admin.failover_to(s.host, s.port, t.host, t.port, s.password)
+                await s.admin().failover_to(t.admin())
             case SetLabel(pod=pod, role=role):
                 labels[pod] = role.value
             case Wait():
@@ -69,5 +69,5 @@ async def execute(
 
 
 async def link_up(server: RedisServer) -> bool:
-    facts = await redis_admin.observe(server.host, server.port, server.password)
+    facts = await server.admin().observe()
     return facts.master_link_up

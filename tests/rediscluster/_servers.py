@@ -24,6 +24,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from examples.rediscluster.redis_admin import DEFAULT_IO_TIMEOUT, RedisConnection
 from pyctrl.envtest import poll_until
 
 _PR_SET_PDEATHSIG = 1
@@ -65,6 +66,10 @@ class RedisServer:
     @property
     def address(self) -> tuple[str, int]:
         return self.host, self.port
+
+    def admin(self, io_timeout: float = DEFAULT_IO_TIMEOUT) -> RedisConnection:
+        """This server as the operator addresses it (``redis_admin``), with its password."""
+        return RedisConnection(self.host, self.port, self.password, io_timeout)
 
     def start(self, *, port: int | None = None) -> None:
         """Start (again) empty, optionally on a new port (a restarted pod with a new IP)."""

@@ -9,8 +9,7 @@ import asyncio
 import time
 from collections.abc import Sequence
 
-from examples.rediscluster import redis_admin
-from examples.rediscluster.prober import ClusterKey, Endpoint, HealthProber
+from examples.rediscluster.prober import ClusterKey, HealthProber
 from examples.rediscluster.topology import (
     ClusterState,
     Demote,
@@ -116,8 +115,8 @@ async def test_failover_promotes_the_most_advanced_replica_and_loses_no_acknowle
 ) -> None:
     servers, labels, recorded, acked = await lagging_cluster(redis_servers)
     s0, s1, s2 = servers
-    prober = HealthProber(lambda key: None, interval=0.05, io_timeout=0.2)
-    endpoints = {f"rc-{i}": Endpoint(s.host, s.port) for i, s in enumerate(servers)}
+    prober = HealthProber(lambda key: None, interval=0.05)
+    endpoints = {f"rc-{i}": s.admin(io_timeout=0.2) for i, s in enumerate(servers)}
     prober.watch(KEY, endpoints, master="rc-0", down_after=POLICY.down_after)
     await prober.start()
     try:
@@ -157,7 +156,7 @@ async def test_failover_promotes_the_most_advanced_replica_and_loses_no_acknowle
         recorded = await execute(decided, servers, recorded, labels)
         acting_ms = (time.perf_counter() - started) * 1000
         prober.watch(KEY, endpoints, master="rc-2", down_after=POLICY.down_after)
-        assert (await redis_admin.observe(s2.host, s2.port)).role is Role.MASTER
+        assert (await s2.admin().observe()).role is Role.MASTER
         await eventually(lambda: link_up(s1), within=10.0, what="rc-1 to sync from rc-2")
         assert missing(s2, acked) == []
         assert missing(s1, acked) == []

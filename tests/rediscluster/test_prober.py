@@ -9,13 +9,21 @@ from collections import Counter
 import pytest
 
 from examples.rediscluster import redis_admin
-from examples.rediscluster.prober import ClusterKey, Endpoint, HealthProber
+from examples.rediscluster.prober import ClusterKey, HealthProber
+from examples.rediscluster.redis_admin import RedisConnection
 from pyctrl.testing import eventually
 from tests.rediscluster._servers import RedisServers
 
 KEY: ClusterKey = ("ns", "cache")
 OTHER: ClusterKey = ("ns", "other")
-ENDPOINTS = {"rc-0": Endpoint("10.0.0.1"), "rc-1": Endpoint("10.0.0.2")}
+FAST = 0.05  # io_timeout of the fake pods: a hung probe is cut off after 2 * FAST + 1 s
+
+
+def endpoint(host: str) -> RedisConnection:
+    return RedisConnection(host, 6379, io_timeout=FAST)
+
+
+ENDPOINTS: dict[str, RedisConnection | None] = {"rc-0": endpoint("10.0.0.1"), "rc-1": endpoint("10.0.0.2")}
 
 
 class ManualClock:
@@ -34,7 +42,8 @@ class FakeRedis:
         self.hung: set[str] = set()
         self.calls: Counter[str] = Counter()
 
-    async def __call__(self, host: str, port: int, password: str | None) -> None:
+    async def __call__(self, redis: RedisConnection) -> None:
+        host, port = redis.host, redis.port
         self.calls[host] += 1
         if host in self.hung:
             await asyncio.Event().wait()
@@ -56,7 +65,7 @@ async def _true(value: bool) -> bool:
 @pytest.fixture
 def harness() -> tuple[HealthProber, FakeRedis, ManualClock, asyncio.Queue[ClusterKey]]:
     fake, clock, events = FakeRedis(), ManualClock(), asyncio.Queue[ClusterKey]()
-    prober = HealthProber(events.put_nowait, interval=0.002, io_timeout=0.05, probe=fake, clock=clock)
+    prober = HealthProber(events.put_nowait, interval=0.002, probe=fake, clock=clock)
     return prober, fake, clock, events
 
 
@@ -169,7 +178,7 @@ async def test_history_is_per_pod_and_forget_stops_probing(
 ) -> None:
     prober, fake, clock, events = harness
     prober.watch(KEY, ENDPOINTS, master="rc-0", down_after=5.0)
-    prober.watch(OTHER, {"x-0": Endpoint("10.1.0.1")}, master="x-0", down_after=5.0)
+    prober.watch(OTHER, {"x-0": endpoint("10.1.0.1")}, master="x-0", down_after=5.0)
     await prober.start()
     try:
         await fake.rounds("10.0.0.1")
@@ -177,12 +186,12 @@ async def test_history_is_per_pod_and_forget_stops_probing(
         clock.now = 3.0
         await fake.rounds("10.0.0.1")
         # the master pod restarts: no IP for a while, then a new one; its history carries on
-        prober.watch(KEY, {**ENDPOINTS, "rc-0": Endpoint(None)}, master="rc-0", down_after=5.0)
+        prober.watch(KEY, {**ENDPOINTS, "rc-0": None}, master="rc-0", down_after=5.0)
         clock.now = 5.0
         await fake.rounds("10.0.0.2")
         await fake.rounds("10.0.0.2")
         assert prober.master_down(KEY)
-        prober.watch(KEY, {**ENDPOINTS, "rc-0": Endpoint("10.0.0.9")}, master="rc-0", down_after=5.0)
+        prober.watch(KEY, {**ENDPOINTS, "rc-0": endpoint("10.0.0.9")}, master="rc-0", down_after=5.0)
         await fake.rounds("10.0.0.9")
         assert not prober.master_down(KEY)
         assert prober.last_valid_reply(KEY, "rc-0") == 5.0
@@ -227,11 +236,11 @@ async def test_a_sigstopped_master_is_declared_down_after_the_window(redis_serve
     m, r = redis_servers.start(2)
     events = asyncio.Queue[ClusterKey]()
     io_timeout = 0.5
-    prober = HealthProber(events.put_nowait, interval=0.05, io_timeout=io_timeout)
+    prober = HealthProber(events.put_nowait, interval=0.05)
     down_after = 1.5
     prober.watch(
         KEY,
-        {"rc-0": Endpoint(m.host, m.port), "rc-1": Endpoint(r.host, r.port)},
+        {"rc-0": m.admin(io_timeout), "rc-1": r.admin(io_timeout)},
         master="rc-0",
         down_after=down_after,
     )

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from examples.rediscluster import redis_admin
-from examples.rediscluster.redis_admin import RedisCommandError, RedisUnavailable
+from examples.rediscluster.redis_admin import RedisCommandError, RedisConnection, RedisUnavailable
 from examples.rediscluster.topology import Role
 from pyctrl.testing import eventually
 from tests.rediscluster._harness import link_up
@@ -18,7 +18,7 @@ SECRET = "s3cr3t-Pa55word-xyz"
 
 
 async def replicate(replica: RedisServer, master: RedisServer) -> None:
-    await redis_admin.replica_of(replica.host, replica.port, master.host, master.port, replica.password)
+    await replica.admin().replica_of(master.admin())
     await eventually(lambda: link_up(replica), within=10.0, what=f"{replica.name} link up")
 
 
@@ -73,7 +73,7 @@ def test_parse_facts_of_a_master() -> None:
 
 
 async def _listed_online(master: RedisServer, replica: tuple[str, int]) -> bool:
-    return replica in (await redis_admin.observe(master.host, master.port)).online_replicas
+    return replica in (await master.admin().observe()).online_replicas
 
 
 # --- real servers --------------------------------------------------------------------------------
@@ -82,8 +82,8 @@ async def _listed_online(master: RedisServer, replica: tuple[str, int]) -> bool:
 async def test_observe_parses_master_and_replica_roles(redis_servers: RedisServers) -> None:
     m, r = redis_servers.start(2)
     await replicate(r, m)
-    master = await redis_admin.observe(m.host, m.port)
-    replica = await redis_admin.observe(r.host, r.port)
+    master = await m.admin().observe()
+    replica = await r.admin().observe()
     assert master.role is Role.MASTER
     assert master.connected_replicas == 1
     assert len(master.run_id) == 40
@@ -112,17 +112,17 @@ async def test_replica_of_syncs_and_writes_replicate(redis_servers: RedisServers
     with r.client() as c:
         assert c.get("before") == "1"
         assert c.get("k49") == "49"
-    facts = await redis_admin.observe(r.host, r.port)
+    facts = await r.admin().observe()
     assert facts.keys == 51
-    assert facts.offset == (await redis_admin.observe(m.host, m.port)).offset
+    assert facts.offset == (await m.admin().observe()).offset
 
 
 async def test_promote_makes_a_replica_master_and_keeps_its_lineage(redis_servers: RedisServers) -> None:
     m, r = redis_servers.start(2)
     await replicate(r, m)
-    old_replid = (await redis_admin.observe(m.host, m.port)).master_replid
-    await redis_admin.promote(r.host, r.port)
-    facts = await redis_admin.observe(r.host, r.port)
+    old_replid = (await m.admin().observe()).master_replid
+    await r.admin().promote()
+    facts = await r.admin().observe()
     assert facts.role is Role.MASTER
     assert facts.master_replid2 == old_replid
     with r.client() as c:
@@ -139,15 +139,15 @@ async def test_failover_to_hands_the_master_over_without_losing_writes(redis_ser
     await eventually(
         lambda: _listed_online(m, (r.host, r.port)), within=10.0, what="the replica online at the master"
     )
-    await redis_admin.failover_to(m.host, m.port, r.host, r.port)
+    await m.admin().failover_to(r.admin())
 
     async def handed_over() -> bool:
-        new, old = await redis_admin.observe(r.host, r.port), await redis_admin.observe(m.host, m.port)
+        new, old = await r.admin().observe(), await m.admin().observe()
         return new.role is Role.MASTER and old.role is Role.REPLICA and old.failover_state == "no-failover"
 
     await eventually(handed_over, within=10.0, what="FAILOVER TO to finish")
-    assert await redis_admin.failover_state(m.host, m.port) == "no-failover"
-    old = await redis_admin.observe(m.host, m.port)
+    assert await m.admin().failover_state() == "no-failover"
+    old = await m.admin().observe()
     assert (old.master_host, old.master_port) == (r.host, r.port)
     with r.client() as c:
         assert c.dbsize() == 100
@@ -158,19 +158,19 @@ async def test_bgsave_is_started_then_tracked_without_blocking(redis_servers: Re
     with s.client() as c:
         c.mset({f"k{i}": i for i in range(3000)})
         c.config_set("rdb-key-save-delay", 1000)  # a ~3 s save: still running when bgsave returns
-    before = await redis_admin.bgsave_status(s.host, s.port)
+    before = await s.admin().bgsave_status()
     assert not before.in_progress
     assert before.changes_since_last_save == 3000
-    assert await redis_admin.bgsave(s.host, s.port) is True
+    assert await s.admin().bgsave() is True
     # returned at once: the save it started is still running
-    assert await redis_admin.bgsave(s.host, s.port) is False  # already running: nothing new started
-    assert (await redis_admin.bgsave_status(s.host, s.port)).in_progress
+    assert await s.admin().bgsave() is False  # already running: nothing new started
+    assert (await s.admin().bgsave_status()).in_progress
 
     async def done() -> bool:
-        return not (await redis_admin.bgsave_status(s.host, s.port)).in_progress
+        return not (await s.admin().bgsave_status()).in_progress
 
     await eventually(done, within=30.0, what="BGSAVE to finish")
-    after = await redis_admin.bgsave_status(s.host, s.port)
+    after = await s.admin().bgsave_status()
     assert after.last_status == "ok"
     assert after.changes_since_last_save == 0
     assert after.last_save_time >= before.last_save_time
@@ -179,28 +179,29 @@ async def test_bgsave_is_started_then_tracked_without_blocking(redis_servers: Re
 
 async def test_configure_sets_min_replicas_to_write(redis_servers: RedisServers) -> None:
     (s,) = redis_servers.start(1)
-    await redis_admin.configure(s.host, s.port, {"min-replicas-to-write": 1, "min-replicas-max-lag": 10})
+    await s.admin().configure({"min-replicas-to-write": 1, "min-replicas-max-lag": 10})
     with s.client() as c, pytest.raises(Exception, match="NOREPLICAS"):
         c.set("k", "v")
     with pytest.raises(RedisCommandError, match="CONFIG SET no-such-setting was refused"):
-        await redis_admin.configure(s.host, s.port, {"no-such-setting": "1"})
+        await s.admin().configure({"no-such-setting": "1"})
 
 
 async def test_nothing_listening_is_unavailable_fast() -> None:
     port = free_port()
     started = time.monotonic()
     with pytest.raises(RedisUnavailable, match=f"127.0.0.1:{port}"):
-        await redis_admin.observe("127.0.0.1", port, io_timeout=0.5)
+        await RedisConnection("127.0.0.1", port, io_timeout=0.5).observe()
     assert time.monotonic() - started < 3.0  # refused at once; the bound only catches a retry loop
 
 
 async def test_a_hung_server_times_out_within_the_bound(redis_servers: RedisServers) -> None:
     (s,) = redis_servers.start(1)
     s.sigstop()  # the fixture resumes it in teardown
-    for call in (redis_admin.observe, redis_admin.ping, redis_admin.promote):
+    hung = s.admin(io_timeout=0.3)
+    for call in (hung.observe, hung.ping, hung.promote):
         started = time.monotonic()
         with pytest.raises(RedisUnavailable):
-            await call(s.host, s.port, None, io_timeout=0.3)
+            await call()
         # connect + one command, each bounded by io_timeout, plus slack for a loaded machine;
         # without the timeouts the call would hang as long as the server does
         assert time.monotonic() - started < 2 * 0.3 + 2.0
@@ -209,23 +210,23 @@ async def test_a_hung_server_times_out_within_the_bound(redis_servers: RedisServ
 async def test_auth_works_and_the_password_never_appears_in_errors(redis_servers: RedisServers) -> None:
     m, r = redis_servers.start(2, password=SECRET)  # requirepass + masterauth
     await replicate(r, m)  # the replica authenticates to its master with masterauth
-    assert (await redis_admin.observe(r.host, r.port, SECRET)).master_link_up
-    await redis_admin.ping(m.host, m.port, SECRET)
+    assert (await RedisConnection(r.host, r.port, SECRET).observe()).master_link_up
+    await m.admin().ping()
 
     errors: list[Exception] = []
     for password in (None, "wrong-" + SECRET, SECRET + "-wrong"):
         with pytest.raises(RedisCommandError) as caught:
-            await redis_admin.observe(m.host, m.port, password)
+            await RedisConnection(m.host, m.port, password).observe()
         errors.append(caught.value)
     r.sigstop()
     with pytest.raises(RedisUnavailable) as hung:
-        await redis_admin.replica_of(r.host, r.port, m.host, m.port, SECRET, io_timeout=0.2)
+        await r.admin(io_timeout=0.2).replica_of(m.admin())
     errors.append(hung.value)
     with pytest.raises(RedisUnavailable) as refused:
-        await redis_admin.promote("127.0.0.1", free_port(), SECRET)
+        await RedisConnection("127.0.0.1", free_port(), SECRET).promote()
     errors.append(refused.value)
     with pytest.raises(RedisCommandError) as config:
-        await redis_admin.configure(m.host, m.port, {"masterauth": 5}, "wrong-" + SECRET)
+        await RedisConnection(m.host, m.port, "wrong-" + SECRET).configure({"masterauth": 5})
     errors.append(config.value)
     for error in errors:
         assert SECRET not in str(error)

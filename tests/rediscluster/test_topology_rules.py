@@ -19,6 +19,7 @@ from examples.rediscluster.topology import (
     Switchover,
     Wait,
     choose_failover_candidate,
+    evacuate,
     scale_down_victims,
     switchover,
 )
@@ -253,3 +254,31 @@ def test_switchover_refuses_unsafe_targets(observed: list[NodeObservation], reas
     assert len(p.actions) == 1
     assert isinstance(p.actions[0], Wait)
     assert reason in p.actions[0].reason
+
+
+# --- evacuation: a terminating master (drain) ----------------------------------------------------
+
+
+def test_a_master_that_is_not_terminating_needs_no_evacuation() -> None:
+    assert evacuate(healthy(3), ClusterState("rc-0", 1), POLICY) is None
+
+
+def test_a_terminating_master_is_handed_over_to_the_best_live_in_sync_replica() -> None:
+    observed = [
+        master(0, online=(1, 2, 3), terminating=True),
+        replica(1, 0, offset=99, terminating=True),  # most advanced, but its pod goes too
+        replica(2, 0, offset=5),
+        replica(3, 0, offset=9),
+    ]
+    p = evacuate(observed, ClusterState("rc-0", 4), POLICY)
+    assert p is not None
+    assert p.actions == (RecordMaster("rc-3", 5), SetLabel("rc-0", Role.REPLICA), Switchover("rc-0", "rc-3"))
+
+
+def test_a_terminating_master_without_an_in_sync_replica_waits() -> None:
+    observed = [master(0, online=(), terminating=True), replica(1, 0, link_up=False, down_since=2)]
+    p = evacuate(observed, ClusterState("rc-0", 1), POLICY)
+    assert p is not None
+    assert len(p.actions) == 1
+    assert isinstance(p.actions[0], Wait)
+    assert "terminating" in p.actions[0].reason

@@ -1,0 +1,94 @@
+"""examples.rediscluster.resources / scheduling: the pod template's placement and shutdown, as data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from examples.rediscluster.api import RedisCluster, RedisClusterSpec
+from examples.rediscluster.resources import PRESTOP_WAIT_SECONDS, statefulset
+
+
+def pod_spec(**spec: Any) -> dict[str, Any]:
+    cluster = RedisCluster.model_validate({"metadata": {"name": "rc", "namespace": "ns"}, "spec": spec})
+    result: dict[str, Any] = statefulset(cluster, cluster.spec.replicas)["spec"]["template"]["spec"]
+    return result
+
+
+SELECTOR = {"matchLabels": {"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": "rc"}}
+
+
+def test_pods_prefer_other_nodes_and_zones_by_default() -> None:
+    spec = pod_spec()
+    assert spec["affinity"] == {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "podAffinityTerm": {"labelSelector": SELECTOR, "topologyKey": "kubernetes.io/hostname"},
+                }
+            ]
+        }
+    }
+    assert spec["topologySpreadConstraints"] == [
+        {
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": SELECTOR,
+        }
+    ]
+    assert "tolerations" not in spec
+    assert "nodeSelector" not in spec
+
+
+def test_the_spec_overrides_placement() -> None:
+    required = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": SELECTOR, "topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
+    }
+    toleration = {"key": "dedicated", "operator": "Equal", "value": "redis", "effect": "NoSchedule"}
+    spec = pod_spec(
+        affinity=required,
+        tolerations=[toleration],
+        topologySpreadConstraints=[],
+        nodeSelector={"disk": "ssd"},
+    )
+    assert spec["affinity"] == required
+    assert spec["tolerations"] == [toleration]
+    assert "topologySpreadConstraints" not in spec  # [] turns the default spread off
+    assert spec["nodeSelector"] == {"disk": "ssd"}
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"tolerations": [{"operator": "Sometimes"}]},
+        {
+            "topologySpreadConstraints": [
+                {"maxSkew": 0, "topologyKey": "z", "whenUnsatisfiable": "ScheduleAnyway"}
+            ]
+        },
+        {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{}]}}},
+        {"nodeLoss": {"afterSeconds": -1}},
+    ],
+)
+def test_bad_placement_is_refused_by_the_spec_model(bad: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        RedisClusterSpec.model_validate(bad)
+
+
+def test_a_terminating_master_waits_in_prestop_for_the_handover_within_a_bound() -> None:
+    container = pod_spec()["containers"][0]
+    script = container["lifecycle"]["preStop"]["exec"]["command"][2]
+    assert f"+ {PRESTOP_WAIT_SECONDS}))" in script
+    assert "role:master" in script
+    assert "connected_slaves:0" in script
+    assert pod_spec()["terminationGracePeriodSeconds"] > PRESTOP_WAIT_SECONDS
+    with_auth = pod_spec(auth={"passwordSecret": {"name": "s"}})["containers"][0]
+    assert 'REDISCLI_AUTH="$REDIS_PASSWORD"' in with_auth["lifecycle"]["preStop"]["exec"]["command"][2]

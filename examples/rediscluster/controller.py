@@ -172,7 +172,7 @@ class RedisClusterReconciler:
     def _decide(self, cluster: RedisCluster, observed: Observed, recorded: ClusterState) -> tuple[int, Plan]:
         """(StatefulSet replicas to ask for, the plan).
 
-        A converged cluster whose master pod is terminating hands the master over first
+        A master whose pod is terminating while it still serves is handed over first
         (``topology.evacuate``); a scale-in waits for a switchover off the master."""
         policy = Policy(
             down_after=cluster.spec.down_after_milliseconds / 1000,
@@ -186,7 +186,7 @@ class RedisClusterReconciler:
             policy,
             master_unhealthy_for=self._unhealthy_for(cluster, observed, recorded.current_master),
         )
-        if the_plan.converged and (handover := evacuate(observed.nodes, recorded, policy)) is not None:
+        if (handover := evacuate(observed.nodes, recorded, policy)) is not None:
             return max(want, current), handover  # no pod is removed during a handover
         if want < current and recorded.current_master is not None and the_plan.converged:
             scale = scale_down_victims(observed.nodes, recorded, want, policy)

@@ -368,14 +368,16 @@ def scale_down_victims(
 def evacuate(observations: Sequence[NodeObservation], recorded: ClusterState, policy: Policy) -> Plan | None:
     """A planned switchover off a master whose pod is terminating (drain, eviction, rolling update).
 
-    None when the recorded master's pod is not terminating. Otherwise the best in-sync replica
-    whose pod is not terminating takes over through :func:`switchover` (``FAILOVER TO``: writes
-    pause while it catches up, none is lost), or the plan waits for one — the pod's preStop hook
-    keeps the master serving meanwhile, for a bounded time.
+    None unless the recorded master's pod is terminating and its Redis still answers as master
+    (whatever the pod's readiness): a terminating master that stopped serving is a failover for
+    :func:`plan`. Otherwise the best in-sync replica whose pod is not terminating takes over
+    through :func:`switchover` (``FAILOVER TO``: writes pause while it catches up, none is lost),
+    or the plan waits for one — the pod's preStop hook keeps the master serving meanwhile, for a
+    bounded time.
     """
     nodes = _index(observations)
     master = nodes.get(recorded.current_master or "")
-    if master is None or not master.terminating:
+    if master is None or not master.terminating or not master.reachable or master.role is not Role.MASTER:
         return None
     best = _best_in_sync(master, policy, nodes.values())
     if best is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,14 +29,13 @@ ROLE = Path(__file__).resolve().parents[2] / "examples" / "rediscluster" / "depl
 OPERATOR_USER = "rediscluster-operator-e2e"
 
 
-@pytest.fixture(scope="session")
-def operator_kubeconfig(envtest: Environment) -> Path:
-    """A kubeconfig for a user holding only the generated ClusterRole."""
+def grant_operator_role(env: Environment) -> Path:
+    """A kubeconfig of ``env`` for a user holding only the generated ClusterRole."""
     role = yaml.safe_load_all(ROLE.read_text())
     for doc in role:
         if doc and doc.get("kind") == "ClusterRole":
             name = doc["metadata"]["name"]
-            envtest.http.request(
+            env.http.request(
                 "PATCH",
                 f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{name}?fieldManager=e2e&force=true",
                 yaml.safe_dump(doc).encode(),
@@ -52,13 +52,19 @@ def operator_kubeconfig(envtest: Environment) -> Path:
         },
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": OPERATOR_USER}],
     }
-    envtest.http.request(
+    env.http.request(
         "PATCH",
         f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{OPERATOR_USER}?fieldManager=e2e&force=true",
         yaml.safe_dump(binding).encode(),
         content_type="application/apply-patch+yaml",
     )
-    return envtest.add_user(OPERATOR_USER)
+    return env.add_user(OPERATOR_USER)
+
+
+@pytest.fixture(scope="session")
+def operator_kubeconfig(envtest: Environment) -> Path:
+    """A kubeconfig for a user holding only the generated ClusterRole."""
+    return grant_operator_role(envtest)
 
 
 @dataclass
@@ -196,3 +202,40 @@ class Cluster:
 @pytest.fixture
 def cluster_factory(envtest: Environment, namespace: str) -> Callable[[str], Cluster]:
     return lambda name: Cluster(envtest, namespace, name)
+
+
+Acked = list[tuple[float, int, str]]  # (monotonic time, key number, master that acknowledged it)
+
+
+async def write_continuously(c: Cluster, acked: Acked, stop: asyncio.Event) -> None:
+    """Write increasing keys to whoever the recorded master is; keep (time, key, master) of those
+    acknowledged by WAIT 1."""
+    i = 0
+    while not stop.is_set():
+        try:
+            master = c.status()["currentMaster"]
+            client = await c.redis(master)
+            try:
+                while not stop.is_set():
+                    await client.set(f"k{i}", i)
+                    if await client.wait(1, 500) >= 1:
+                        acked.append((time.monotonic(), i, master))
+                    i += 1
+            finally:
+                await client.aclose()
+        except Exception:
+            await asyncio.sleep(0.05)  # backoff: master gone, retry against the next recorded one
+
+
+async def lost_writes(c: Cluster, acked: Acked) -> list[int]:
+    """The acknowledged keys the current master does not hold."""
+    client = await c.redis(c.status()["currentMaster"])
+    try:
+        return [i for _, i, _ in acked if await client.get(f"k{i}") is None]
+    finally:
+        await client.aclose()
+
+
+async def true(value: bool) -> bool:
+    """An awaitable condition for ``eventually``."""
+    return value

@@ -13,7 +13,14 @@ import pytest
 
 from pyctrl.metrics import registry
 from pyctrl.testing import eventually
-from tests.operator.conftest import Cluster, OperatorFactory, RunningOperator
+from tests.operator.conftest import (
+    Cluster,
+    OperatorFactory,
+    RunningOperator,
+    lost_writes,
+    true,
+    write_continuously,
+)
 
 pytestmark = pytest.mark.controlplane
 
@@ -50,6 +57,7 @@ async def test_a_new_cluster_becomes_ready_with_one_master_and_replicating_repli
     assert {cond["type"]: cond["status"] for cond in status["conditions"]} == {
         "Ready": "True",
         "Degraded": "False",
+        "PodsScheduled": "True",
     }
     # the operator's metrics follow the status it computed
     ns = c.namespace
@@ -64,26 +72,6 @@ async def test_a_new_cluster_becomes_ready_with_one_master_and_replicating_repli
 def op_metric(metric: str, **labels: str) -> float | None:
     """A sample of the in-process operator's metrics (None when the series does not exist)."""
     return registry.get_sample_value(metric, labels)
-
-
-async def _writer(c: Cluster, acked: list[tuple[float, int, str]], stop: asyncio.Event) -> None:
-    """Write increasing keys to whoever the master is; keep (time, key, master) of those
-    acknowledged by WAIT 1."""
-    i = 0
-    while not stop.is_set():
-        try:
-            master = c.status()["currentMaster"]
-            client = await c.redis(master)
-            try:
-                while not stop.is_set():
-                    await client.set(f"k{i}", i)
-                    if await client.wait(1, 500) >= 1:
-                        acked.append((time.monotonic(), i, master))
-                    i += 1
-            finally:
-                await client.aclose()
-        except Exception:
-            await asyncio.sleep(0.05)  # backoff: master gone, retry against the next recorded one
 
 
 async def _masters_never_two(c: Cluster, violations: list[dict[str, str]], stop: asyncio.Event) -> None:
@@ -103,8 +91,8 @@ async def test_a_crashed_master_fails_over_without_losing_acknowledged_writes(
     old_master, epoch = c.status()["currentMaster"], c.status()["masterEpoch"]
     acked: list[tuple[float, int, str]] = []
     stop = asyncio.Event()
-    writer = asyncio.create_task(_writer(c, acked, stop))
-    await eventually(lambda: _true(len(acked) > 20), within=30, what="some acknowledged writes", interval=0.2)
+    writer = asyncio.create_task(write_continuously(c, acked, stop))
+    await eventually(lambda: true(len(acked) > 20), within=30, what="some acknowledged writes", interval=0.2)
     crashed_at = time.monotonic()
     victim = await c.redis(old_master)
     with contextlib.suppress(Exception):
@@ -115,7 +103,7 @@ async def test_a_crashed_master_fails_over_without_losing_acknowledged_writes(
         return [t for t, _, m in acked if m != old_master and t > crashed_at]
 
     await eventually(
-        lambda: _true(bool(served_by_new_master())),
+        lambda: true(bool(served_by_new_master())),
         within=60,
         what="writes acknowledged by a new master",
         interval=0.2,
@@ -131,7 +119,7 @@ async def test_a_crashed_master_fails_over_without_losing_acknowledged_writes(
     )
     n = len(acked)
     await eventually(
-        lambda: _true(len(acked) > n + 20), within=30, what="more writes on the new master", interval=0.2
+        lambda: true(len(acked) > n + 20), within=30, what="more writes on the new master", interval=0.2
     )
     stop.set()
     await asyncio.gather(writer, watcher)
@@ -140,19 +128,13 @@ async def test_a_crashed_master_fails_over_without_losing_acknowledged_writes(
     assert c.status()["masterEpoch"] == epoch + 1
     assert (await c.info(old_master))["role"] == "slave"
     assert (await c.info(old_master))["master_host"] == c.pod_ip(new)
-    client = await c.redis(new)
-    missing = [i for _, i, _ in acked if await client.get(f"k{i}") is None]
-    await client.aclose()
+    missing = await lost_writes(c, acked)
     assert missing == [], f"{len(missing)} of {len(acked)} acknowledged writes lost"
     assert violations == []
     assert op_metric("rediscluster_failovers_total", namespace=c.namespace, name="crash") == 1
     print(
         f"failover after crash: first write acknowledged by the new master {took:.2f}s after SHUTDOWN NOSAVE"
     )
-
-
-async def _true(value: bool) -> bool:
-    return value
 
 
 async def test_an_unrunnable_spec_change_is_reported_applies_nothing_and_failover_still_works(
@@ -179,7 +161,7 @@ async def test_an_unrunnable_spec_change_is_reported_applies_nothing_and_failove
         await victim.execute_command("SHUTDOWN", "NOSAVE")  # type: ignore[no-untyped-call]
     await victim.aclose()
     await eventually(
-        lambda: _true(c.status().get("masterEpoch", 0) > epoch and c.status()["currentMaster"] != old_master),
+        lambda: true(c.status().get("masterEpoch", 0) > epoch and c.status()["currentMaster"] != old_master),
         within=60,
         what="a failover while the spec is invalid",
         interval=0.2,
@@ -188,7 +170,11 @@ async def test_an_unrunnable_spec_change_is_reported_applies_nothing_and_failove
     c.envtest.http.request("PATCH", f"{c.base}/{c.name}", fix, content_type="application/merge-patch+json")
     await eventually(lambda: c.ready(2), within=90, what="Running again once the spec is fixed", interval=0.2)
     reasons = {x["type"]: x["reason"] for x in c.status()["conditions"]}
-    assert reasons == {"Ready": "AllReplicasReady", "Degraded": "AsExpected"}
+    assert reasons == {
+        "Ready": "AllReplicasReady",
+        "Degraded": "AsExpected",
+        "PodsScheduled": "AllPodsScheduled",
+    }
 
 
 async def test_a_hung_master_fails_over_and_is_demoted_after_it_resumes(
@@ -202,7 +188,7 @@ async def test_a_hung_master_fails_over_and_is_demoted_after_it_resumes(
     os.kill(pid, signal.SIGSTOP)
     try:
         await eventually(
-            lambda: _true(c.status().get("masterEpoch", 0) > epoch),
+            lambda: true(c.status().get("masterEpoch", 0) > epoch),
             within=60,
             what="a new master",
             interval=0.2,
@@ -254,7 +240,7 @@ async def test_scaling_through_the_scale_subresource_keeps_the_master_and_the_da
     _scale(c, 2)
     await eventually(lambda: c.ready(2), within=90, what="Running with 2", interval=0.2)
     await eventually(
-        lambda: _true(sorted(c.pods()) == ["scale-0", "scale-1"]),
+        lambda: true(sorted(c.pods()) == ["scale-0", "scale-1"]),
         within=60,
         what="the scaled-in pods gone",
         interval=0.2,
@@ -282,14 +268,14 @@ async def test_scale_in_hands_the_master_over_before_removing_its_pod(
         await client.execute_command("SHUTDOWN", "NOSAVE")  # type: ignore[no-untyped-call]
     await client.aclose()
     await eventually(
-        lambda: _true(c.status().get("masterEpoch", 0) > epoch), within=60, what="a failover", interval=0.2
+        lambda: true(c.status().get("masterEpoch", 0) > epoch), within=60, what="a failover", interval=0.2
     )
     await eventually(lambda: c.ready(3), within=90, what="Running again", interval=0.2)
     assert c.status()["currentMaster"] != "handover-0"  # the old master is never the candidate
     _scale(c, 1)
     await eventually(lambda: c.ready(1), within=120, what="Running with one pod", interval=0.2)
     await eventually(
-        lambda: _true(sorted(c.pods()) == ["handover-0"]), within=60, what="only pod 0 left", interval=0.2
+        lambda: true(sorted(c.pods()) == ["handover-0"]), within=60, what="only pod 0 left", interval=0.2
     )
     assert c.status()["currentMaster"] == "handover-0"
     reader = await c.redis("handover-0")

@@ -259,8 +259,10 @@ def test_switchover_refuses_unsafe_targets(observed: list[NodeObservation], reas
 # --- evacuation: a terminating master (drain) ----------------------------------------------------
 
 
-def test_a_master_that_is_not_terminating_needs_no_evacuation() -> None:
+def test_a_master_that_is_not_terminating_or_not_serving_needs_no_evacuation() -> None:
     assert evacuate(healthy(3), ClusterState("rc-0", 1), POLICY) is None
+    dead = NodeObservation("rc-0", 0, "10.0.0.1", terminating=True)  # a failover, not a handover
+    assert evacuate([dead, replica(1, 0), replica(2, 0)], ClusterState("rc-0", 1), POLICY) is None
 
 
 def test_a_terminating_master_is_handed_over_to_the_best_live_in_sync_replica() -> None:

@@ -1,5 +1,8 @@
 """Test helpers for operators built on pyctrl: the idempotence check (beyond controller-runtime).
 
+Also here: :class:`FaultProxy`, a fault-injecting TCP proxy (freeze, delay, reset, drop) to put
+between a manager and the apiserver (:mod:`pyctrl._faultproxy`).
+
 The operator rule (REFERENCE, "Operator rules"): reconcile is level-triggered and idempotent — run
 it once or 10,000 times, same converged state, and *zero writes* when nothing changed.
 :func:`assert_idempotent` makes that rule checkable in every user's test suite::
@@ -66,9 +69,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
+from pyctrl._faultproxy import FaultProxy, ProxyError
 from pyctrl.reconcile import Reconciler, Request, Result
 
-__all__ = ["Write", "assert_idempotent", "eventually", "recording_writes"]
+__all__ = ["FaultProxy", "ProxyError", "Write", "assert_idempotent", "eventually", "recording_writes"]
 
 T = TypeVar("T")
 

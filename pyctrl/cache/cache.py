@@ -18,7 +18,9 @@ Guarantees:
   ``metadata.name``/``metadata.namespace`` must have an index (:meth:`Cache.index_field`),
   else :class:`~pyctrl.client.errors.FieldNotIndexed`; only exact matches (``=``) are supported,
   as in controller-runtime; ``limit`` truncates, ``continue_`` is not supported;
-- :meth:`Cache.stop` stops every informer and handler task.
+- :meth:`Cache.stop` stops every informer and handler task;
+- a watch silent (no event, no bookmark) for ``watch_idle_timeout`` seconds is re-opened from
+  its last resourceVersion (:mod:`pyctrl.cache.watcher`).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import Any, Protocol, TypeVar
 from pyctrl.cache.informer import Informer, Registration, ResourceEventHandler, decoder_for
 from pyctrl.cache.reflector import Transform, strip_managed_fields
 from pyctrl.cache.store import Key
-from pyctrl.cache.watcher import Backoff
+from pyctrl.cache.watcher import DEFAULT_IDLE_TIMEOUT, Backoff
 from pyctrl.client.errors import CacheError, CacheNotStarted, CacheSyncTimeout, FieldNotIndexed, NotFound
 from pyctrl.client.gvk import GroupVersionKind
 from pyctrl.client.interfaces import ListOptions, ObjectList, ReaderBase
@@ -120,6 +122,7 @@ class Cache(ReaderBase):
         page_size: int = 500,
         sync_timeout: float | None = 120.0,
         backoff: Callable[[], Backoff] = Backoff,
+        watch_idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
     ) -> None:
         self._source = source
         self._by_object = {kind_gvk(k): v for k, v in (by_object or {}).items()}
@@ -130,6 +133,7 @@ class Cache(ReaderBase):
         self._page_size = page_size
         self._sync_timeout = sync_timeout
         self._backoff = backoff
+        self._watch_idle_timeout = watch_idle_timeout
         self._kinds: dict[GroupVersionKind, KindInformer] = {}
         self._lock = asyncio.Lock()
         self._started = False
@@ -207,6 +211,7 @@ class Cache(ReaderBase):
                 page_size=self._page_size,
                 resync_period=self._resync_period,
                 backoff=self._backoff(),
+                watch_idle_timeout=self._watch_idle_timeout,
             )
             informers[ns] = informer
             if self._started:

@@ -39,7 +39,7 @@ import orjson
 from pyctrl import trace as _trace
 from pyctrl.cache.reflector import Change, Reflector, Transform, strip_managed_fields
 from pyctrl.cache.store import IndexFunc, Store
-from pyctrl.cache.watcher import Backoff, Watcher
+from pyctrl.cache.watcher import DEFAULT_IDLE_TIMEOUT, Backoff, Watcher
 from pyctrl.client.gvk import GroupVersionKind
 from pyctrl.client.scheme import Kind, kind_gvk
 from pyctrl.client.watch import ListerWatcher
@@ -187,13 +187,19 @@ class Informer:
         page_size: int = 500,
         resync_period: float | None = None,
         backoff: Backoff | None = None,
+        watch_idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
     ) -> None:
         self.kind = kind
         self.name = str(kind_gvk(kind).kind)
         self.decode = decoder_for(kind)
         self.store = Store(self.decode)
         self.watcher = Watcher(
-            lister_watcher, page_size=page_size, watch_list=watch_list, backoff=backoff, name=self.name
+            lister_watcher,
+            page_size=page_size,
+            watch_list=watch_list,
+            backoff=backoff,
+            idle_timeout=watch_idle_timeout,
+            name=self.name,
         )
         self.reflector = Reflector(self.store, self.watcher, notify=None, transform=transform)
         self._resync_period = resync_period

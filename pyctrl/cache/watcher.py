@@ -19,6 +19,12 @@ Guarantees:
 - watches run with ``allowWatchBookmarks=true`` and a random 5-10 minute ``timeoutSeconds``;
   bookmarks only advance the resourceVersion; a watch that ends or breaks is re-opened from the
   last resourceVersion seen, so no event is lost or repeated; ``410`` → relist;
+- watch health: a watch that delivers neither an event nor a bookmark for ``idle_timeout``
+  seconds (default 90: the apiserver bookmarks every watch about once a minute) is abandoned as
+  stalled — a half-open connection that neither delivers nor closes — and re-opened (with the
+  failure backoff) from the last resourceVersion; a stalled streaming list starts over. This is
+  the role of client-go's HTTP/2 ``ReadIdleTimeout``/``PingTimeout`` health check, done per watch
+  so it also covers HTTP/1.1 and any :class:`~pyctrl.client.watch.ListerWatcher`;
 - failures back off 0.8 s, doubling to 30 s, with jitter, reset after 2 minutes without failure;
   the watcher never gives up (stop it by cancelling the task iterating it).
 """
@@ -42,10 +48,12 @@ from pyctrl.client.errors import (
     Invalid,
     KubernetesError,
     MethodNotAllowed,
+    RequestTimeout,
 )
 from pyctrl.client.watch import INITIAL_EVENTS_END, ListerWatcher, RawEvent
 
 __all__ = [
+    "DEFAULT_IDLE_TIMEOUT",
     "Apply",
     "Backoff",
     "Delete",
@@ -132,6 +140,28 @@ _UNSUPPORTED = (BadRequest, Invalid, Forbidden, MethodNotAllowed)
 #: batch survive into older GC generations and trigger full collections (measured: batches of
 #: 500 cost 2 full collections per 10,000 objects, batches of 20 none).
 _STREAM_BATCH = 20
+#: Seconds without an event or bookmark after which a watch counts as stalled (module docstring).
+DEFAULT_IDLE_TIMEOUT = 90.0
+
+
+async def _idle_bounded(stream: AsyncIterator[RawEvent], idle_timeout: float) -> AsyncIterator[RawEvent]:
+    """``stream``, raising :class:`RequestTimeout` when no event arrives for ``idle_timeout`` s."""
+    try:
+        while True:
+            deadline = asyncio.timeout(idle_timeout)
+            try:
+                async with deadline:
+                    event = await anext(stream)
+            except StopAsyncIteration:
+                return
+            except TimeoutError as exc:
+                if not deadline.expired():
+                    raise
+                raise RequestTimeout(f"watch stalled: no event or bookmark for {idle_timeout:g} s") from exc
+            yield event
+    finally:
+        if hasattr(stream, "aclose"):
+            await stream.aclose()
 
 
 class Watcher:
@@ -144,9 +174,13 @@ class Watcher:
         page_size: int = 500,
         watch_list: bool = True,
         backoff: Backoff | None = None,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         name: str = "",
     ) -> None:
+        if idle_timeout <= 0:
+            raise ValueError(f"idle_timeout must be positive, got {idle_timeout}")
         self._lw = lister_watcher
+        self.idle_timeout = idle_timeout
         self._page_size = page_size
         self.watch_list = watch_list
         self._backoff = backoff or Backoff()
@@ -204,6 +238,16 @@ class Watcher:
     def _timeout(self) -> int:
         return int(300 * (1 + random.random()))
 
+    def _open(
+        self, *, resource_version: str, timeout_seconds: int, send_initial_events: bool = False
+    ) -> AsyncIterator[RawEvent]:
+        stream = self._lw.watch(
+            resource_version=resource_version,
+            timeout_seconds=timeout_seconds,
+            send_initial_events=send_initial_events,
+        )
+        return _idle_bounded(stream, self.idle_timeout)
+
     async def _step(self) -> AsyncIterator[WatcherEvent]:
         match self.state:
             case WatcherState.EMPTY:
@@ -211,10 +255,8 @@ class Watcher:
                 yield Init()
                 self._continue = None
                 if self.watch_list:
-                    self._stream = self._lw.watch(
-                        resource_version="",
-                        timeout_seconds=self._timeout(),
-                        send_initial_events=True,
+                    self._stream = self._open(
+                        resource_version="", timeout_seconds=self._timeout(), send_initial_events=True
                     )
                     self.state = WatcherState.INITIAL_WATCH
                 else:
@@ -240,7 +282,7 @@ class Watcher:
                     yield event
             case WatcherState.INIT_LISTED:
                 log.debug("%s: watching from resourceVersion %s", self._name, self.resource_version)
-                self._stream = self._lw.watch(
+                self._stream = self._open(
                     resource_version=self.resource_version, timeout_seconds=self._timeout()
                 )
                 self.state = WatcherState.WATCHING

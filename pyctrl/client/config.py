@@ -83,6 +83,8 @@ class Config:
     tls_server_name: str | None = None
     #: Seconds for one non-watch request (connect + response). ``None``: no limit.
     timeout: float | None = 30.0
+    #: Seconds for the TCP connect and TLS handshake of any request, watches included.
+    connect_timeout: float = 10.0
     #: Extra attempts for a transiently failing read (see :mod:`pyctrl.client.rest`).
     retries: int = 4
     #: Client-side token bucket: requests per second (``None`` = off) and burst size.
@@ -97,6 +99,8 @@ class Config:
         self.host = self.host.rstrip("/")
         if self.qps is not None and self.qps <= 0:
             raise ConfigError(f"qps must be positive or None, got {self.qps}")
+        if self.connect_timeout <= 0:
+            raise ConfigError(f"connect_timeout must be positive, got {self.connect_timeout}")
         if self.retries < 0:
             raise ConfigError(f"retries must be >= 0, got {self.retries}")
         if self.burst < 1:

@@ -18,13 +18,19 @@ Guarantees:
 - every response (and every failed connection, as code ``<error>``) increments
   ``rest_client_requests_total``;
 - with ``Config.qps`` set, requests pass a token bucket (``qps`` per second, ``burst`` deep);
-  watches hold no token while streaming.
+  watches hold no token while streaming;
+- every request is bounded: the TCP/TLS connect by ``Config.connect_timeout``, a non-watch
+  request by ``Config.timeout`` in all, a watch by its read timeout between two chunks (the cache's
+  watcher also abandons a watch silent for its idle timeout); connections use TCP keepalive
+  (probes after 30 s idle, every 10 s, 3 unanswered = dead — client-go dials with a 30 s
+  keepalive), so a peer that vanished is noticed even on an idle pooled connection.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+import socket
 import time
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
@@ -60,6 +66,22 @@ _RETRY_AFTER_CAP = 30.0
 _BACKOFF_BASE, _BACKOFF_CAP = 0.2, 5.0
 _TRANSIENT = (TooManyRequests, ServerTimeout, ServiceUnavailable)
 _STREAM_CHUNK = 1 << 16
+_KEEPALIVE_IDLE, _KEEPALIVE_INTERVAL, _KEEPALIVE_COUNT = 30, 10, 3
+
+
+def _keepalive_socket(addr_info: tuple[Any, ...]) -> socket.socket:
+    """aiohttp's socket factory: a TCP socket with keepalive probes (module docstring)."""
+    family, type_, proto = addr_info[0], addr_info[1], addr_info[2]
+    sock = socket.socket(family=family, type=type_, proto=proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for option, value in (
+        ("TCP_KEEPIDLE", _KEEPALIVE_IDLE),
+        ("TCP_KEEPINTVL", _KEEPALIVE_INTERVAL),
+        ("TCP_KEEPCNT", _KEEPALIVE_COUNT),
+    ):
+        if hasattr(socket, option):  # Linux names; other systems keep their defaults
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
+    return sock
 
 
 class TokenBucket:
@@ -110,7 +132,7 @@ class Transport:
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(ssl=self._ssl, limit=0)
+            connector = aiohttp.TCPConnector(ssl=self._ssl, limit=0, socket_factory=_keepalive_socket)
             self._session = aiohttp.ClientSession(
                 connector=connector,
                 headers={"User-Agent": self.config.user_agent, "Accept": "application/json"},
@@ -157,7 +179,9 @@ class Transport:
                 params=params,
                 data=body,
                 headers=await self._headers(content_type),
-                timeout=aiohttp.ClientTimeout(total=request_timeout),
+                timeout=aiohttp.ClientTimeout(
+                    total=request_timeout, sock_connect=self.config.connect_timeout
+                ),
                 server_hostname=self.config.tls_server_name,
             ) as resp:
                 data = await resp.read()
@@ -246,7 +270,9 @@ class Transport:
             await self._limiter.acquire()
         session = self._get_session()
         url = self.config.host + path
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.config.timeout, sock_read=read_timeout)
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=self.config.connect_timeout, sock_read=read_timeout
+        )
         try:
             async with session.get(
                 url,

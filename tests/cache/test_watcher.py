@@ -192,3 +192,52 @@ def test_backoff_resets_after_two_healthy_minutes() -> None:
     backoff.next_delay()
     clock.now += 121
     assert backoff.next_delay() == 0.8
+
+
+async def test_a_watch_silent_for_the_idle_timeout_is_abandoned_and_resumed_from_the_last_version() -> None:
+    lw = ScriptedLW()
+    lw.lists.append(RawList([], "10", None))
+    # the first watch delivers a bookmark and then nothing, never closing (a stalled connection)
+    lw.watches.extend([[bookmark("14")], [RawEvent("ADDED", obj("a", "15"))]])
+    original = lw.watch
+
+    async def stalling(**kwargs: object) -> AsyncGenerator[RawEvent, None]:
+        async for event in original(**kwargs):  # type: ignore[arg-type]
+            yield event
+        if kwargs["resource_version"] == "10":
+            await asyncio.Event().wait()  # silent, open
+
+    lw.watch = stalling  # type: ignore[method-assign]
+    events = paged(lw, idle_timeout=0.2).events()
+    got = await take(events, 4)
+    assert got[3] == Apply(obj("a", "15"))
+    assert [c for c in lw.calls if c[0] == "watch"] == [("watch", "10", False), ("watch", "14", False)]
+    assert [c for c in lw.calls if c[0] == "list"] == [("list", "0", 500, None)]  # resumed, not relisted
+    await events.aclose()
+
+
+async def test_a_stalled_streaming_list_starts_over() -> None:
+    lw = ScriptedLW()
+    lw.watches.append([RawEvent("ADDED", obj("a", "5"))])  # ... then silence, no end bookmark
+    lw.watches.append([RawEvent("ADDED", obj("a", "5")), bookmark("9", end=True)])
+    original = lw.watch
+    first = True
+
+    async def stalling(**kwargs: object) -> AsyncGenerator[RawEvent, None]:
+        nonlocal first
+        stall, first = first, False
+        async for event in original(**kwargs):  # type: ignore[arg-type]
+            yield event
+        if stall:
+            await asyncio.Event().wait()
+
+    lw.watch = stalling  # type: ignore[method-assign]
+    events = Watcher(lw, backoff=fast_backoff(), idle_timeout=0.2).events()
+    got = await take(events, 4)
+    assert got == [Init(), Init(), InitPage([obj("a", "5")]), InitDone("9")]
+    await events.aclose()
+
+
+def test_the_idle_timeout_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="idle_timeout must be positive"):
+        Watcher(ScriptedLW(), idle_timeout=0)

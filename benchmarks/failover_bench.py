@@ -1,15 +1,18 @@
-"""Failover time of the RedisCluster operator, median over repeated master kills.
+"""Failover of the RedisCluster operator beside Redis Sentinel, on the same local pods and faults.
 
-``python -m benchmarks.failover_bench [--kills 5] [--down-after-ms 2000]``: starts the local control
-plane and node, runs the operator as its own process (as ``make demo`` does), creates a 3-pod
-cluster, then repeatedly: waits until it is Running, writes continuously with ``WAIT 1``, crashes
-the master (``SHUTDOWN NOSAVE``) and measures
+``python -m benchmarks.failover_bench [--scenario NAME ...] [--kills 5] [--down-after-ms 5000]``
+starts the local control plane and node once, then runs the chosen scenarios (default: all):
 
-- *promoted*: crash → another pod answers ``ROLE`` as master (asked directly, every 20 ms);
-- *first write*: crash → the first write acknowledged by the new master (what clients see);
-- *running*: crash → phase Running again (old master back as a replica, all in sync).
+- ``crash`` (``SHUTDOWN NOSAVE``), ``hang`` (``SIGSTOP``), ``kill`` (``SIGKILL``): the master's
+  redis-server is faulted, ``--kills`` times per system (``--system operator|sentinel``, default
+  both), the systems and the faults interleaved run by run (:mod:`benchmarks._failover_run` says
+  what is measured, :mod:`benchmarks._failover_systems` how each system is set up);
+- ``leader``: the operator's leader process is killed; the standby's kill → elected → first
+  reconcile, with and without warm standby (:mod:`benchmarks._failover_leader`).
 
-It also counts acknowledged writes missing afterwards (should be 0). Printed, never asserted.
+It prints one line per run, a table of medians per system and scenario, and the ``RATIO`` lines
+``failover_first_write_vs_sentinel`` and ``failover_first_write_vs_down_after`` (crash fault).
+Figures are printed, never asserted. Everything started is stopped on any exit (Ctrl-C included).
 """
 
 from __future__ import annotations
@@ -17,168 +20,194 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import statistics
+import sys
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import redis.asyncio as aioredis
-
+from benchmarks._failover_leader import leader_runs
+from benchmarks._failover_run import FAULTS, Outcome, one_run
+from benchmarks._failover_systems import OperatorSystem, SentinelSystem, System, SystemError_
 from examples.rediscluster.demo import ROOT, operator_process
+from pyctrl.client import load_kubeconfig
+from pyctrl.client.rest import Transport
 from pyctrl.envtest import Environment
 
-
-class Bench:
-    def __init__(self, env: Environment, name: str) -> None:
-        self.env = env
-        self.base = f"/apis/redis.pyctrl.dev/v1alpha1/namespaces/default/redisclusters/{name}"
-        self.name = name
-
-    def status(self) -> dict[str, Any]:
-        return dict(self.env.http.get(self.base).get("status") or {})
-
-    def pod_ip(self, pod: str) -> str:
-        return str(self.env.http.get(f"/api/v1/namespaces/default/pods/{pod}")["status"]["podIP"])
-
-    async def until(self, check: Any, within: float) -> float:
-        """Poll ``check`` until true; the monotonic time it became true."""
-        deadline = time.monotonic() + within
-        while not check():
-            if time.monotonic() > deadline:
-                raise TimeoutError("benchmark step timed out")
-            await asyncio.sleep(0.05)  # poll interval
-        return time.monotonic()
+SYSTEMS = ("operator", "sentinel")
 
 
-async def role(ip: str) -> str:
-    """What Redis at ``ip`` says it is ("master", "slave"), or "down" (no answer within 0.3 s)."""
-    client = aioredis.Redis(host=ip, socket_timeout=0.3, socket_connect_timeout=0.3)
-    try:
-        reply = await client.execute_command("ROLE")  # type: ignore[no-untyped-call]
-        return bytes(reply[0]).decode()
-    except Exception:
-        return "down"
-    finally:
-        await client.aclose()
+@dataclass
+class Context:
+    """What every scenario gets: the running control plane, a transport to it, the options."""
+
+    env: Environment
+    t: Transport
+    args: argparse.Namespace
 
 
-async def find_master(ips: dict[str, str]) -> str | None:
-    """The pod that answers as master, asked directly (what a client finds fastest)."""
-    for pod, ip in ips.items():
-        if await role(ip) == "master":
-            return pod
-    return None
+#: A scenario beyond the faults: runs ``ctx.args.kills`` times and returns its rows (dataclasses,
+#: written to ``--json``); it prints its own lines and report.
+Scenario = Callable[[Context], Awaitable[list[Any]]]
 
 
-async def writer(ips: dict[str, str], acked: list[tuple[float, int, str]], stop: asyncio.Event) -> None:
-    """SET + WAIT 1 in a loop against whichever pod is master; keep the acknowledged keys."""
-    i = 0
-    while not stop.is_set():
-        master = await find_master(ips)
-        if master is None:
-            await asyncio.sleep(0.02)  # poll interval until some pod is master again
-            continue
-        client = aioredis.Redis(host=ips[master], socket_timeout=1, socket_connect_timeout=1)
+async def faults(ctx: Context, names: list[str]) -> list[Outcome]:
+    """The fault scenarios in ``names``, interleaved: run k of every fault on every system."""
+    args = ctx.args
+    outcomes: list[Outcome] = []
+    with contextlib.ExitStack() as stack:
+        systems: list[System] = []
+        if "operator" in args.system:
+            stack.enter_context(operator_process(ctx.env, ctx.env.log_dir / "operator.log"))
+            systems.append(OperatorSystem(ctx.t, args.down_after_ms))
+        if "sentinel" in args.system:
+            systems.append(SentinelSystem(ctx.t, args.down_after_ms, ctx.env.log_dir / "sentinel", ROOT))
+        ready: list[System] = []
         try:
-            while not stop.is_set():
-                await client.set(f"k{i}", i)
-                if await client.wait(1, 500) >= 1:
-                    acked.append((time.monotonic(), i, master))
-                i += 1
-        except Exception:
-            await asyncio.sleep(0.02)  # backoff: the master is gone, look for the next one
+            for system in systems:
+                try:
+                    await system.setup()
+                    ready.append(system)
+                except (SystemError_, TimeoutError) as exc:
+                    print(f"{system.name}: cannot run: {exc}", flush=True)
+            for k in range(args.kills):
+                for fault in names:
+                    for system in ready:
+                        try:
+                            outcome = await one_run(system, fault)
+                        except (SystemError_, TimeoutError) as exc:
+                            outcome = Outcome(system.name, fault, None, None, None, 0.0, 0, 0, note=str(exc))
+                        outcomes.append(outcome)
+                        print(f"run {k + 1} {_line(outcome)}", flush=True)
         finally:
-            await client.aclose()
+            for system in systems:
+                with contextlib.suppress(Exception):
+                    await system.close()
+    return outcomes
 
 
-async def one_kill(b: Bench, ips: dict[str, str]) -> dict[str, float]:
-    await b.until(lambda: b.status().get("phase") == "Running", 180)
-    old = b.status()["currentMaster"]
-    acked: list[tuple[float, int, str]] = []
-    stop = asyncio.Event()
-    task = asyncio.create_task(writer(ips, acked, stop))
-    try:
-        await b.until(lambda: len(acked) > 50, 30)
-        victim = aioredis.Redis(host=ips[old], socket_timeout=1)
-        crashed = time.monotonic()
-        with contextlib.suppress(Exception):
-            await victim.execute_command("SHUTDOWN", "NOSAVE")  # type: ignore[no-untyped-call]
-        await victim.aclose()
-        others = {p: ip for p, ip in ips.items() if p != old}
-        while await find_master(others) is None:
-            if time.monotonic() > crashed + 60:
-                raise TimeoutError("no new master within 60 s")
-            await asyncio.sleep(0.02)  # poll interval, deadline above
-        promoted = time.monotonic()
-        first = await b.until(lambda: any(m != old and t > crashed for t, _, m in acked), 60)
-        running = await b.until(lambda: b.status().get("phase") == "Running", 120)
-    finally:
-        stop.set()
-        await task
-    new = b.status()["currentMaster"]
-    client = aioredis.Redis(host=ips[new], socket_timeout=2)
-    missing = sum([await client.get(f"k{i}") is None for _, i, _ in acked])
-    await client.aclose()
-    return {
-        "promoted_s": promoted - crashed,
-        "first_write_s": first - crashed,
-        "running_s": running - crashed,
-        "acked": float(len(acked)),
-        "lost": float(missing),
-    }
+def _s(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}s"
 
 
-async def run(kills: int, down_after_ms: int) -> list[dict[str, float]]:
-    with (
-        Environment(crd_directory_paths=[ROOT / "crds"]) as env,
-        operator_process(env, env.log_dir / "operator.log"),
-    ):
-        env.http.request(
-            "POST",
-            "/apis/redis.pyctrl.dev/v1alpha1/namespaces/default/redisclusters",
-            {
-                "apiVersion": "redis.pyctrl.dev/v1alpha1",
-                "kind": "RedisCluster",
-                "metadata": {"name": "bench"},
-                "spec": {"replicas": 3, "downAfterMilliseconds": down_after_ms},
-            },
-        )
-        b = Bench(env, "bench")
-        await b.until(lambda: b.status().get("phase") == "Running", 180)
-        ips = {p: b.pod_ip(p) for p in ("bench-0", "bench-1", "bench-2")}  # stable across restarts
-        results = []
-        for k in range(kills):
-            r = await one_kill(b, ips)
-            results.append(r)
-            print(
-                f"kill {k + 1}: another pod answers as master {r['promoted_s']:.2f}s, first acknowledged "
-                f"write {r['first_write_s']:.2f}s, Running {r['running_s']:.2f}s, "
-                f"acknowledged writes lost {r['lost']:.0f}/{r['acked']:.0f}",
-                flush=True,
-            )
-        return results
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kills", type=int, default=5)
-    parser.add_argument("--down-after-ms", type=int, default=2000)
-    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
-    args = parser.parse_args()
-    results = asyncio.run(run(args.kills, args.down_after_ms))
-    med = {k: statistics.median(r[k] for r in results) for k in results[0]}
-    print(
-        f"failover (downAfterMilliseconds={args.down_after_ms}, {len(results)} kills), medians: "
-        f"promoted {med['promoted_s']:.2f}s, first write {med['first_write_s']:.2f}s, "
-        f"Running {med['running_s']:.2f}s, lost writes {sum(r['lost'] for r in results):.0f}"
+def _line(o: Outcome) -> str:
+    return (
+        f"{o.system:8} {o.fault:6} decided {_s(o.decided_s)}, promoted {_s(o.promoted_s)}, "
+        f"first acknowledged write {_s(o.first_write_s)}, longest pause {o.longest_pause_s:.2f}s, "
+        f"lost {o.lost}/{o.acked}" + (f"  [{o.note}]" if o.note else "")
     )
-    print(f"RATIO failover_first_write_vs_down_after {med['first_write_s'] * 1000 / args.down_after_ms:.2f}")
-    if args.json:
-        args.json.write_text(
-            json.dumps({"down_after_ms": args.down_after_ms, "runs": results, "median": med}, indent=2)
+
+
+def _median(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def report(outcomes: list[Outcome], down_after_ms: int) -> dict[tuple[str, str], dict[str, Any]]:
+    """Print the table of medians per (system, scenario) and the RATIO lines; return the table."""
+    table: dict[tuple[str, str], dict[str, Any]] = {}
+    for o in outcomes:
+        table.setdefault((o.system, o.fault), {"runs": []})["runs"].append(o)
+    print(f"\nfailover, downAfterMilliseconds={down_after_ms}, medians over the runs:")
+    print(
+        f"{'system':9} {'scenario':8} {'runs':>4} {'decided':>8} {'promoted':>9} {'first write':>12} "
+        f"{'longest pause':>14} {'lost writes':>12} {'failed':>7}"
+    )
+    for (system, fault), row in sorted(table.items()):
+        runs: list[Outcome] = row["runs"]
+        row.update(
+            decided=_median([r.decided_s for r in runs]),
+            promoted=_median([r.promoted_s for r in runs]),
+            first_write=_median([r.first_write_s for r in runs]),
+            longest_pause=_median([r.longest_pause_s for r in runs]),
+            lost=sum(r.lost for r in runs),
+            acked=sum(r.acked for r in runs),
+            failed=sum(bool(r.note) for r in runs),
         )
+        print(
+            f"{system:9} {fault:8} {len(runs):>4} {_s(row['decided']):>8} {_s(row['promoted']):>9} "
+            f"{_s(row['first_write']):>12} {_s(row['longest_pause']):>14} "
+            f"{row['lost']:>5}/{row['acked']:<6} {row['failed']:>7}"
+        )
+    op = (table.get(("operator", "crash")) or {}).get("first_write")
+    sentinel = (table.get(("sentinel", "crash")) or {}).get("first_write")
+    if op is not None and sentinel is not None:
+        print(f"RATIO failover_first_write_vs_sentinel {op / sentinel:.2f}")
+    if op is not None:
+        print(f"RATIO failover_first_write_vs_down_after {op * 1000 / down_after_ms:.2f}")
+    return table
+
+
+#: Every scenario by name: the faults (run together, interleaved: ``None``) and the others.
+SCENARIOS: dict[str, Scenario | None] = {**dict.fromkeys(FAULTS), "leader": leader_runs}
+
+
+async def run(args: argparse.Namespace) -> list[Any]:
+    started = time.monotonic()
+    with Environment(crd_directory_paths=[ROOT / "crds"]) as env:
+        t = Transport(await load_kubeconfig(env.kubeconfig_path))
+        ctx = Context(env, t, args)
+        outcomes: list[Any] = []
+        try:
+            chosen_faults = [name for name in args.scenario if name in FAULTS]
+            if chosen_faults:
+                outcomes += await faults(ctx, chosen_faults)
+            for name in args.scenario:
+                scenario = SCENARIOS[name]
+                if scenario is not None:
+                    print(f"\nscenario {name}", flush=True)
+                    outcomes += await scenario(ctx)
+        finally:
+            await t.close()
+    print(f"\nbenchmark took {time.monotonic() - started:.0f} s", flush=True)
+    return outcomes
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument(
+        "--scenario",
+        action="append",
+        choices=list(SCENARIOS),
+        help="a scenario to run (repeatable; default: all)",
+    )
+    parser.add_argument("--kills", type=int, default=5, help="runs per scenario per system (default 5)")
+    parser.add_argument("--down-after-ms", type=int, default=5000)
+    parser.add_argument(
+        "--system", action="append", choices=SYSTEMS, help="operator or sentinel (repeatable; default both)"
+    )
+    parser.add_argument("--json", type=Path, default=None, help="also write every run's figures here")
+    args = parser.parse_args(argv)
+    if args.kills < 1:
+        parser.error("--kills must be at least 1")
+    if args.down_after_ms < 1000:
+        parser.error("--down-after-ms must be at least 1000 (the operator's minimum)")
+    args.scenario = args.scenario or list(SCENARIOS)
+    args.system = args.system or list(SYSTEMS)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        outcomes = asyncio.run(run(args))
+    except KeyboardInterrupt:
+        print("interrupted; everything started was stopped", file=sys.stderr)
+        return 130
+    report([o for o in outcomes if o.fault in FAULTS], args.down_after_ms)
+    leader = [o for o in outcomes if o.fault not in FAULTS]
+    if leader:
+        from benchmarks._failover_leader import report_leader
+
+        report_leader(leader)
+    if args.json:
+        args.json.write_text(json.dumps([dataclasses.asdict(o) for o in outcomes], indent=2))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

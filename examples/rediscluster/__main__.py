@@ -4,7 +4,8 @@ Flags follow kubebuilder's generated ``main.go``: ``--kubeconfig``, ``--namespac
 list, or all when omitted), ``--leader-elect``, ``--leader-election-id``,
 ``--leader-election-namespace``, ``--metrics-bind-address`` (``:8080``),
 ``--health-probe-bind-address`` (``:8081``), ``--log-format json|text``, ``--log-level``,
-``--max-concurrent-reconciles``, ``--webhook-port``/``--webhook-cert-dir`` to serve the
+``--max-concurrent-reconciles``, ``--no-warm-standby`` (a standby then starts its informers only
+after winning the election), ``--webhook-port``/``--webhook-cert-dir`` to serve the
 validating webhook (off by default: it needs a serving certificate), and ``--redis-timeout`` (the
 connect and socket timeout of every Redis command and health probe, default 1 s). Exit codes: 0
 after a clean stop, 1 on a runtime failure or lost leadership, 2 on bad configuration (unreadable
@@ -54,6 +55,12 @@ def parse_args(argv: list[str] | None = None) -> OperatorOptions:
     p.add_argument("--log-format", choices=("text", "json"), default="text")
     p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
     p.add_argument("--max-concurrent-reconciles", type=int, default=4)
+    p.add_argument(
+        "--warm-standby",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="with --leader-elect, fill the caches before winning the election (default: on)",
+    )
     p.add_argument(
         "--webhook-port",
         type=int,

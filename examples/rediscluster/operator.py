@@ -56,6 +56,7 @@ class OperatorOptions:
     webhook_port: int = 0
     webhook_cert_dir: str | None = None
     redis_timeout: float = DEFAULT_IO_TIMEOUT
+    warm_standby: bool = True
 
 
 class ProberRunnable:
@@ -124,6 +125,7 @@ def build_operator(config: Any, options: OperatorOptions) -> Operator:
         renew_deadline=options.renew_deadline,
         retry_period=options.retry_period,
         leader_election_release_on_cancel=True,
+        warm_standby=options.warm_standby,
     )
     events: asyncio.Queue[GenericEvent] = asyncio.Queue()
 

@@ -6,6 +6,10 @@ Guarantees:
   exactly one more reconcile (the workqueue's guarantees);
 - ``max_concurrent_reconciles`` workers (default 1) run once every syncing source has synced,
   within ``cache_sync_timeout`` (default 120 s) or ``start`` fails naming the sources;
+- :meth:`Controller.warm_up` (controller-runtime's ``Warmup``, run by the manager before leader
+  election) starts the sources without workers: the cache lists and watches and requests queue
+  up, but nothing is reconciled until :meth:`Controller.start`, which then neither starts the
+  sources again nor waits for a list; sources are started once whichever comes first;
 - each outcome is handled as in the table of :mod:`pyctrl.reconcile`; additionally a ``Conflict``
   from the apiserver (a stale read) is requeued with backoff and counted as ``requeue``, logged at
   info level rather than as an error (REFERENCE, operator rules);
@@ -128,6 +132,8 @@ class Controller:
         self._sources: list[Source] = []
         self._started = False
         self._stopping = False
+        self._sources_started = False
+        self._sources_lock = asyncio.Lock()
 
     def __repr__(self) -> str:
         return f"Controller({self.name!r})"
@@ -137,7 +143,7 @@ class Controller:
         """Add a source (before ``start``)."""
         if not isinstance(source, Source):
             raise ControllerError(f"controller {self.name!r}: not a source: {source!r}")
-        if self._started:
+        if self._started or self._sources_started:
             raise ControllerError(f"controller {self.name!r}: add sources before the controller starts")
         self._sources.append(source)
 
@@ -155,8 +161,7 @@ class Controller:
         self.metrics.max_concurrent.set(self.max_concurrent_reconciles)
         workers: list[asyncio.Task[None]] = []
         try:
-            for source in list(self._sources):
-                await source.start(self)
+            await self._start_sources()
             await self._wait_for_sync(self._sources)
             self.log.info("Starting workers", worker_count=self.max_concurrent_reconciles)
             workers = [
@@ -167,8 +172,7 @@ class Controller:
             self.log.info("Shutdown signal received, waiting for all workers to finish")
         finally:
             self._stopping = True
-            for source in self._sources:
-                await source.stop()
+            await self._stop_sources()
             self.queue.shut_down()
             try:
                 await asyncio.gather(*workers)
@@ -176,6 +180,28 @@ class Controller:
                 for w in workers:
                     w.cancel()
             self.log.info("All workers finished")
+
+    async def warm_up(self, stop: asyncio.Event) -> None:
+        """Start the sources before leading (no workers); until ``stop``. If the controller never
+        started meanwhile, its sources are stopped then."""
+        await self._start_sources()
+        self.log.info("Warmed up: sources started, waiting for leadership")
+        await stop.wait()
+        if not self._started:
+            await self._stop_sources()
+
+    async def _start_sources(self) -> None:
+        async with self._sources_lock:
+            if self._sources_started:
+                return
+            self._sources_started = True
+            for source in list(self._sources):
+                await source.start(self)
+
+    async def _stop_sources(self) -> None:
+        async with self._sources_lock:
+            for source in self._sources:
+                await source.stop()
 
     async def _wait_for_sync(self, sources: Sequence[Source]) -> None:
         syncing = [s for s in sources if isinstance(s, SyncingSource)]

@@ -3,8 +3,9 @@
 
 Start order (REFERENCE "Manager start order"): HTTP servers (metrics, probes; bound before anything
 else so a taken port fails fast) → the webhook server (when configured or ``webhook_server`` was
-used) → caches (started, then waited for) → runnables that do not need leader election → leader
-election → leader-only runnables (controllers). Stop is the reverse,
+used) → caches (started, then waited for) → runnables that do not need leader election → warm-up
+of leader-only runnables (with leader election and ``warm_standby``) → leader election →
+leader-only runnables (controllers). Stop is the reverse,
 within ``graceful_shutdown_timeout`` (30 s) in all; a runnable still running after it is cancelled.
 
 Guarantees:
@@ -15,7 +16,15 @@ Guarantees:
   ``LeaderElectionLost`` (controller-runtime exits the process then; the operator's ``main`` does);
 - ``/readyz`` fails until the caches have synced, including informers created after start (by
   controllers' sources once elected); ``/healthz`` has a ``ping`` check;
-- the client reads from the cache and writes to the apiserver; ``api_reader`` reads uncached.
+- the client reads from the cache and writes to the apiserver; ``api_reader`` reads uncached;
+- warm standby (controller-runtime's warm replicas, ``EnableWarmup``; here ``warm_standby``, on
+  by default): while waiting for the lease, every leader-only runnable that has ``warm_up(stop)``
+  (controllers) runs it: the controllers' sources start, so their informers list and watch and
+  requests queue up, and a new leader's first reconcile needs no list. It is on by default
+  because it is safe: a source only reads (list/watch into the cache, requests into the
+  controller's own queue); workers, probers and every other leader-only runnable still start
+  only once elected, so a standby never reconciles or writes. Its cost is a standby's cache (memory,
+  one watch per kind on the apiserver); ``warm_standby=False`` starts sources only after winning.
 """
 
 from __future__ import annotations
@@ -118,6 +127,7 @@ class Manager:
         leader_election_release_on_cancel: bool = False,
         graceful_shutdown_timeout: float = 30.0,
         webhook_server: WebhookServer | None = None,
+        warm_standby: bool = True,
     ) -> None:
         self.config = config
         self.scheme = scheme
@@ -139,6 +149,8 @@ class Manager:
         self._webhooks = _Group("webhooks")
         self._caches = _Group("caches")
         self._others_group = _Group("runnables")
+        self.warm_standby = warm_standby
+        self._warmup_group = _Group("warmup")
         self._elector_group = _Group("leader-election")
         self._leader_group = _Group("leader-runnables")
         self._wake = asyncio.Event()
@@ -173,6 +185,8 @@ class Manager:
         if self._running and (group is self._others_group or self.elected.is_set()):
             group.start_all()
             self._wake.set()
+        elif self._running and group is self._leader_group:
+            self._warm_up([runnable])
 
     def add_healthz_check(self, name: str, check: Checker) -> None:
         self.healthz_checks[name] = check
@@ -231,6 +245,7 @@ class Manager:
             self._webhooks,
             self._caches,
             self._others_group,
+            self._warmup_group,
             self._elector_group,
             self._leader_group,
         ]
@@ -334,8 +349,17 @@ class Manager:
         if exc is not None:
             raise ManagerError(f"{task.get_name()} failed: {exc}") from exc
 
+    def _warm_up(self, runnables: list[Any]) -> None:
+        """Start the warm-up of those ``runnables`` that have one (standby only; see the docstring)."""
+        if self.elector is None or not self.warm_standby or self.elected.is_set():
+            return
+        self._warmup_group.runnables.extend(_WarmUp(r) for r in runnables if hasattr(r, "warm_up"))
+        self._warmup_group.start_all()
+        self._wake.set()
+
     async def _become_leader(self) -> None:
         if self.elector is not None:
+            self._warm_up(self._leader_group.runnables)
             self._elector_group.runnables.append(_ElectorRunnable(self.elector))
             self._elector_group.start_all()
             self._wake.set()
@@ -353,6 +377,16 @@ class Manager:
         with contextlib.suppress(Exception):
             await self.api_client.close()
         self.log.info("Stopped")
+
+
+class _WarmUp:
+    needs_leader_election = False
+
+    def __init__(self, runnable: Any) -> None:
+        self.runnable = runnable
+
+    async def start(self, stop: asyncio.Event) -> None:
+        await self.runnable.warm_up(stop)
 
 
 class _ElectorRunnable:

@@ -98,7 +98,8 @@ async def test_after_resets_and_delays_the_cache_converges_with_no_lost_or_repea
     seen: list[tuple[str, str, str]] = []  # (type, name, resourceVersion) as handlers saw them
 
     def record(kind: str, obj: Any) -> None:
-        seen.append((kind, obj.name, obj.metadata.resource_version))
+        if obj.name.startswith("cm-"):  # not the namespace's kube-root-ca.crt
+            seen.append((kind, obj.name, obj.metadata.resource_version))
 
     informer.add_event_handler(
         HandlerFuncs(

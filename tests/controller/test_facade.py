@@ -16,4 +16,11 @@ def test_the_facade_exposes_the_controller_and_manager_names() -> None:
     assert {"Manager", "ControllerBuilder", "Request", "Result", "TerminalError", "Reconciler"} <= set(
         pyctrl.__all__
     )
-    assert pyctrl.testing.__all__ == ["Write", "assert_idempotent", "eventually", "recording_writes"]
+    assert pyctrl.testing.__all__ == [
+        "FaultProxy",
+        "ProxyError",
+        "Write",
+        "assert_idempotent",
+        "eventually",
+        "recording_writes",
+    ]

@@ -135,14 +135,17 @@ async def test_a_warm_standby_fills_its_cache_never_writes_and_reconciles_withou
 async def test_without_warm_standby_the_new_leader_lists_first(kubeconfig: Path, namespace: str) -> None:
     leader, standby, reconciler = await _pair(kubeconfig, namespace, warm=False)
     requests = Requests(standby)
-    first, second = Started(leader), Started(standby)
+    first = Started(leader)
+    second: Started | None = None
     try:
         await eventually(leader.elected.is_set, within=30, what="the first manager to lead")
+        second = Started(standby)  # started second, so it is the standby
         await leader.api_client.create(ConfigMap(metadata=ObjectMeta(name="cold", namespace=namespace)))
         await first.stop()
         await eventually(lambda: "cold" in reconciler.calls, within=60, what="the new leader's reconcile")
     finally:
         await first.stop()
-        await second.stop()
+        if second is not None:
+            await second.stop()
     assert requests.lists(leading=True), "a cold standby's first reconcile needs a list"
     assert requests.lists(leading=False) == []  # and it started no source before

@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap test lint typecheck pytest demo bench controlplane generate clean
+.PHONY: bootstrap test lint typecheck pytest docs demo bench controlplane generate clean
 
 bootstrap:
 	@scripts/bootstrap.sh
@@ -24,7 +24,15 @@ test: bootstrap
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
+	$(SPHINX)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The guide (docs/): Sphinx, warnings are errors, a fresh build each time; the trace example in it
+# starts its own control plane. Open docs/_build/html/index.html.
+SPHINX = $(PY) -m sphinx -E -W --keep-going -q -b html docs docs/_build/html
+docs: bootstrap
+	$(SPHINX)
+	@echo "docs: built docs/_build/html/index.html"
 
 demo: bootstrap
 	$(PY) -m examples.rediscluster.demo
@@ -41,4 +49,4 @@ bench: bootstrap
 	$(PY) -m benchmarks $(BENCH_ARGS)
 
 clean:
-	rm -rf .venv .mypy_cache .pytest_cache .ruff_cache
+	rm -rf .venv .mypy_cache .pytest_cache .ruff_cache docs/_build

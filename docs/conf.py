@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
+
+from sphinx.application import Sphinx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -39,3 +42,29 @@ programoutput_prompt_template = "$ {command}\n{output}"
 
 html_theme = "furo"
 html_title = "pyctrl: controller-runtime's internals, in Python"
+
+
+# -- docstrings ---------------------------------------------------------------------------------
+# pyctrl's docstrings are reStructuredText written the way people write plain text: a list right
+# under "Guarantees:" and plurals such as ``Request``s. Both are errors in strict RST; this
+# rewrites them before autodoc parses them (a blank line before a list that follows a line of
+# text, an escaped space before a letter glued to an inline literal), nothing else.
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+\.)\s")
+_GLUED_LITERAL = re.compile(r"(?<![`\w])(``[^`\s][^`]*``)(?=[A-Za-z])")
+
+
+def _normalize_docstring(  # noqa: PLR0917 (the signature of Sphinx's autodoc-process-docstring event)
+    app: Sphinx, what: str, name: str, obj: object, options: object, lines: list[str]
+) -> None:
+    out: list[str] = []
+    for line in lines:
+        previous = out[-1] if out else ""
+        starts_list = _LIST_ITEM.match(line) and previous.strip() and not _LIST_ITEM.match(previous)
+        if starts_list and not (previous.startswith((" ", "\t")) and line.startswith((" ", "\t"))):
+            out.append("")
+        out.append(_GLUED_LITERAL.sub(r"\1\\ ", line))
+    lines[:] = out
+
+
+def setup(app: Sphinx) -> None:
+    app.connect("autodoc-process-docstring", _normalize_docstring)

@@ -4,8 +4,9 @@
 #      when missing;
 #   2. .venv/ with pyctrl and its dev and docs dependencies, re-installed only when pyproject.toml
 #      changes;
-#   3. the control-plane binaries (tools/controlplane/build.sh), built only when missing.
-# A second run prints three "up to date" lines and takes a few seconds.
+#   3. the control-plane binaries (tools/controlplane/build.sh), built only when missing;
+#   4. versitygw, the S3-compatible object store of the backup tests (tools/versitygw/build.sh).
+# A second run prints four "up to date" lines and takes a few seconds.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -48,3 +49,6 @@ fi
 
 # 3. Control plane
 tools/controlplane/build.sh
+
+# 4. Object store (backup tests, demo, benchmark)
+tools/versitygw/build.sh

@@ -27,6 +27,7 @@ from typing import Annotated, ClassVar
 from pydantic import ConfigDict, Field
 
 from examples.rediscluster.scheduling import Affinity, Toleration, TopologySpreadConstraint
+from examples.rediscluster.backup.api import BackupSchedule, RestoreSource
 from pyctrl.client.gvk import GroupVersionKind
 from pyctrl.client.objects.meta import Condition, KubeModel, KubeObject
 from pyctrl.crdgen import CRDMeta, PrinterColumn, Quantity, ScaleSubresource
@@ -130,6 +131,10 @@ class RedisClusterSpec(KubeModel):
     """Node labels the pods require."""
     node_loss: NodeLoss = Field(default_factory=NodeLoss)
     """Pods on a node that stopped reporting: left alone (default) or force-deleted."""
+    backup: BackupSchedule | None = None
+    """Scheduled backups, their retention and the final backup on delete (see RedisBackup)."""
+    restore_from: RestoreSource | None = None
+    """Seed the cluster from a RedisBackup when it is created."""
 
 
 class RedisClusterPhase(enum.StrEnum):

@@ -64,6 +64,7 @@ from pyctrl.client.interfaces import (
 from pyctrl.client.objects import (
     ConfigMap,
     Event,
+    Job,
     KubeModel,
     KubeObject,
     LabelSelector,
@@ -110,6 +111,7 @@ __all__ = [
     "GroupVersionResource",
     "InternalError",
     "Invalid",
+    "Job",
     "Kind",
     "KubeModel",
     "KubeObject",

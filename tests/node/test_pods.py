@@ -227,6 +227,40 @@ async def test_restart_policies_on_failure_and_never_end_in_the_right_phase(
     assert condition(failed, "Ready") == "False"
 
 
+async def test_a_terminated_container_reports_its_termination_message(kube: Kube, namespace: str) -> None:
+    def pod(command: str, **extra: str) -> dict[str, Any]:
+        container = {"name": "c", "image": "redis:7", "command": ["sh", "-c", command], **extra}
+        return {"restartPolicy": "Never", "containers": [container]}
+
+    await make_pod(kube, namespace, "default-path", pod("echo '{\"done\": 1}' > /dev/termination-log"))
+    await make_pod(
+        kube,
+        namespace,
+        "own-path",
+        pod("echo custom > /tmp/msg; exit 2", terminationMessagePath="/tmp/msg"),
+    )
+    await make_pod(
+        kube,
+        namespace,
+        "from-logs",
+        pod("echo first; echo last words; exit 5", terminationMessagePolicy="FallbackToLogsOnError"),
+    )
+    await make_pod(kube, namespace, "silent", pod("exit 0"))
+    messages = {}
+    for name in ("default-path", "own-path", "from-logs", "silent"):
+        done = await pod_where(
+            kube, namespace, name, "terminated", lambda p: p["status"].get("phase") in ("Succeeded", "Failed")
+        )
+        messages[name] = container_status(done)["state"]["terminated"].get("message")
+    assert messages == {
+        "default-path": '{"done": 1}\n',
+        "own-path": "custom\n",
+        "from-logs": "first\nlast words",
+        "silent": None,
+    }
+    assert not exists(Path("/dev/termination-log"))  # the host's /dev is never written
+
+
 async def test_init_containers_complete_before_the_main_container_starts(kube: Kube, namespace: str) -> None:
     mount = [{"name": "w", "mountPath": "/shared"}]
     spec = {

@@ -1,6 +1,7 @@
 """Typed Kubernetes objects: metadata, the :class:`KubeObject` base, and the built-in kinds pyctrl's
 operators use. Lossless (unknown fields survive a round-trip); see :mod:`.meta` for the design."""
 
+from pyctrl.client.objects.batch import Job, JobCondition, JobSpec, JobStatus
 from pyctrl.client.objects.core import (
     ConfigMap,
     Container,
@@ -61,6 +62,7 @@ BUILTIN_KINDS: tuple[type[KubeObject], ...] = (
     StatefulSet,
     PodDisruptionBudget,
     Lease,
+    Job,
 )
 
 __all__ = [
@@ -72,6 +74,10 @@ __all__ = [
     "ContainerStatus",
     "EnvVar",
     "Event",
+    "Job",
+    "JobCondition",
+    "JobSpec",
+    "JobStatus",
     "KubeModel",
     "KubeObject",
     "LabelSelector",

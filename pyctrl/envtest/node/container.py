@@ -16,6 +16,9 @@ Guarantees:
 - an unmapped image leaves the container waiting (``ImageNotMapped``) until the Pod goes away; a
   missing ConfigMap/Secret is ``CreateContainerConfigError`` and any other failure to create the
   container ``CreateContainerError``, both retried every 2 s;
+- a terminated state carries the termination message: what the container wrote to its
+  ``terminationMessagePath`` (a per-start file the pod bind-mounts there), or with
+  ``FallbackToLogsOnError`` after a failure the tail of its log;
 - ``stop(grace, pre_stop=True)`` runs the preStop hook (bounded by ``grace``), then SIGTERM, and
   SIGKILL at the end of the grace period; no restart happens after it.
 """
@@ -159,6 +162,7 @@ class Container:
             else:
                 self._env = launch.env
                 code = await self._supervise(self.process, started_at)
+                self._add_termination_message(launch, code)
             self.ready, self.started = False, False
             await self.host.flush_status()
             if self._stopping.is_set() or not self._should_restart(code):
@@ -174,6 +178,21 @@ class Container:
                     return code
             self.restart_count += 1
         return code
+
+    def _add_termination_message(self, launch: Launch, code: int) -> None:
+        """The kubelet's termination message: the file the container wrote at its
+        terminationMessagePath (at most 4096 bytes) or, with FallbackToLogsOnError after a failure,
+        the last 80 lines (at most 2048 bytes) of its log."""
+        message = b""
+        if launch.termination_log is not None:
+            with contextlib.suppress(OSError):
+                message = launch.termination_log.read_bytes()[:4096]
+        fallback = self.spec.get("terminationMessagePolicy") == "FallbackToLogsOnError"
+        if not message.strip() and fallback and code != 0:
+            with contextlib.suppress(OSError):
+                message = b"\n".join(launch.log_path.read_bytes().splitlines()[-80:])[-2048:]
+        if message.strip():
+            self.state["terminated"]["message"] = message.decode(errors="replace")
 
     async def _retry_creation(self, reason: str, message: str) -> None:
         self._set({"waiting": {"reason": reason, "message": message}})

@@ -175,6 +175,12 @@ class PodWorker:
             readonly = bool(vm.get("readOnly")) or vm["name"] in api_data  # as the kubelet does
             mounts.append(Mount(source, vm["mountPath"], readonly))
         name = spec["name"]
+        termination_log = self.pod_dir / f"{name}.termination-log"
+        termination_log.parent.mkdir(parents=True, exist_ok=True)
+        termination_log.write_bytes(b"")  # each start begins with no message
+        mounts.append(
+            Mount(str(termination_log), spec.get("terminationMessagePath") or "/dev/termination-log")
+        )
         return Launch(
             executable=executable,
             argv=argv,
@@ -185,6 +191,7 @@ class PodWorker:
             mounts=mounts,
             workdir=spec.get("workingDir"),
             hostname=hostname,
+            termination_log=termination_log,
         )
 
     async def _lookup(self, kind: str, namespace: str, name: str) -> dict[str, bytes] | None:

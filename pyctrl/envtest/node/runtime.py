@@ -57,6 +57,8 @@ class Launch:
     mounts: list[Mount] = field(default_factory=list)
     workdir: str | None = None
     hostname: str = ""
+    # host side of the container's terminationMessagePath (bind-mounted there, read after exit)
+    termination_log: Path | None = None
 
 
 def _exit_code(returncode: int) -> int:

@@ -1,0 +1,220 @@
+"""The RedisBackup API (``redis.pyctrl.dev/v1alpha1``, kind ``RedisBackup``, short name ``rdb``) and
+the backup-related parts of the RedisCluster spec (``spec.backup``, ``spec.restoreFrom``).
+
+Mirrors a kubebuilder ``api/v1alpha1/redisbackup_types.go``; ``python -m pyctrl.crdgen`` renders
+``crds/redis.pyctrl.dev_redisbackups.yaml`` from this module.
+
+Guarantees (enforced by the apiserver through the generated schema, CEL included):
+
+- ``spec.destination`` holds exactly one of ``pvc`` and ``s3``;
+- the spec of a RedisBackup cannot change once the backup started (``status.phase`` is set and
+  not ``Pending``): a backup is a record of what was taken, where to;
+- credentials are only ever *references* to Secret keys: the spec, the status, Events and the Job's
+  argv never hold a key (the Job's pod gets them by ``secretKeyRef`` in its environment).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Annotated, ClassVar
+
+from pydantic import ConfigDict, Field, JsonValue
+
+from pyctrl.client.gvk import GroupVersionKind
+from pyctrl.client.objects.meta import Condition, KubeModel, KubeObject
+from pyctrl.crdgen import CRDMeta, PrinterColumn
+
+__all__ = [
+    "BackupDestination",
+    "BackupPhase",
+    "BackupSchedule",
+    "PvcDestination",
+    "RedisBackup",
+    "RedisBackupSpec",
+    "RedisBackupStatus",
+    "RestoreSource",
+    "S3Credentials",
+    "S3Destination",
+    "SecretRef",
+]
+
+_SPEC_CONFIG = ConfigDict(strict=True, use_attribute_docstrings=True)
+_Timestamp = Annotated[str, Field(json_schema_extra={"format": "date-time"})]
+
+
+class SecretRef(KubeModel):
+    """A Secret in the backup's namespace."""
+
+    model_config = _SPEC_CONFIG
+
+    name: str = Field(min_length=1)
+    """Name of the Secret."""
+
+
+class S3Credentials(KubeModel):
+    """The Secret keys holding the S3 access key pair."""
+
+    model_config = _SPEC_CONFIG
+
+    name: str = Field(min_length=1)
+    """Name of the Secret."""
+    access_key_id_key: str = Field(default="AWS_ACCESS_KEY_ID", min_length=1)
+    """Key in the Secret whose value is the access key id."""
+    secret_access_key_key: str = Field(default="AWS_SECRET_ACCESS_KEY", min_length=1)
+    """Key in the Secret whose value is the secret access key."""
+
+
+class PvcDestination(KubeModel):
+    """A file on a PersistentVolumeClaim in the backup's namespace."""
+
+    model_config = _SPEC_CONFIG
+
+    claim_name: str = Field(min_length=1)
+    """Name of the PersistentVolumeClaim."""
+    path: str | None = Field(default=None, min_length=1, pattern=r"^[^/].*$")
+    """File path inside the volume, relative (default: the backup's name)."""
+
+
+class S3Destination(KubeModel):
+    """An object in an S3-compatible store."""
+
+    model_config = _SPEC_CONFIG
+
+    endpoint: str = Field(min_length=1, pattern=r"^https?://")
+    """Endpoint URL, e.g. https://s3.eu-west-1.amazonaws.com or http://127.0.0.1:7070."""
+    bucket: str = Field(min_length=3, max_length=63)
+    """Bucket name (it must exist)."""
+    prefix: str = ""
+    """Key prefix, e.g. "redis/" (the object is <prefix><namespace>/<backup name>.rdb)."""
+    region: str = "us-east-1"
+    """Region of the bucket."""
+    credentials_secret: S3Credentials
+    """Secret with the access key pair."""
+    ca_secret: SecretRef | None = None
+    """Secret whose key ca.crt is the endpoint's CA bundle (https with a private CA)."""
+
+
+class BackupDestination(KubeModel):
+    """Where a backup is written: exactly one of pvc and s3."""
+
+    model_config = ConfigDict(
+        strict=True,
+        use_attribute_docstrings=True,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {"rule": "has(self.pvc) != has(self.s3)", "message": "exactly one of pvc and s3 must be set"}
+            ]
+        },
+    )
+
+    pvc: PvcDestination | None = None
+    """A file on a PersistentVolumeClaim."""
+    s3: S3Destination | None = None
+    """An object in an S3-compatible store."""
+
+
+class RedisBackupSpec(KubeModel):
+    """Which cluster to back up, and where to."""
+
+    model_config = _SPEC_CONFIG
+
+    cluster_name: str = Field(min_length=1)
+    """Name of the RedisCluster (same namespace) to take the RDB from."""
+    destination: BackupDestination
+    """Where the RDB goes."""
+
+
+class BackupPhase(enum.StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+class RedisBackupStatus(KubeModel):
+    """Observed state, written only by the operator (status subresource)."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    phase: BackupPhase = BackupPhase.PENDING
+    """Pending, Running, Succeeded or Failed."""
+    start_time: _Timestamp | None = None
+    """When the backup Job was created."""
+    completion_time: _Timestamp | None = None
+    """When the backup succeeded or failed."""
+    location: str | None = None
+    """Where the RDB is: s3://bucket/key or pvc://claim/path."""
+    size_bytes: int | None = Field(default=None, ge=0)
+    """Size of the stored RDB."""
+    sha256: str | None = None
+    """SHA-256 of the stored RDB (hex)."""
+    source_pod: str | None = None
+    """The pod the RDB was taken from (a replica when there is one)."""
+    job_name: str | None = None
+    """The Job doing the work."""
+    message: str | None = None
+    """Why the backup failed, in words."""
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    """Standard conditions (metav1.Condition): Complete, Failed."""
+
+
+_IMMUTABLE_ONCE_STARTED: dict[str, JsonValue] = {
+    "rule": (
+        "!has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase == 'Pending'"
+        " || self.spec == oldSelf.spec"
+    ),
+    "message": "spec is immutable once the backup started",
+}
+
+
+class RedisBackup(KubeObject):
+    """One RDB snapshot of a RedisCluster, taken by a Job and stored on a PVC or in S3."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [_IMMUTABLE_ONCE_STARTED]})
+
+    gvk = GroupVersionKind("redis.pyctrl.dev", "v1alpha1", "RedisBackup")
+    crd: ClassVar[CRDMeta] = CRDMeta(
+        plural="redisbackups",
+        short_names=("rdb",),
+        categories=("redis",),
+        scope="Namespaced",
+        status_subresource=True,
+        printer_columns=(
+            PrinterColumn("Cluster", "string", ".spec.clusterName", "RedisCluster backed up"),
+            PrinterColumn("Phase", "string", ".status.phase", "Backup phase"),
+            PrinterColumn("Size", "integer", ".status.sizeBytes", "Bytes stored"),
+            PrinterColumn("Location", "string", ".status.location", "Where the RDB is", priority=1),
+            PrinterColumn("Source", "string", ".status.sourcePod", "Pod the RDB came from", priority=1),
+            PrinterColumn("Age", "date", ".metadata.creationTimestamp"),
+        ),
+    )
+
+    spec: RedisBackupSpec
+    status: RedisBackupStatus | None = None
+
+
+class BackupSchedule(KubeModel):
+    """Backups of a RedisCluster on a cron schedule, the newest ``keep`` kept."""
+
+    model_config = _SPEC_CONFIG
+
+    schedule: str | None = Field(default=None, min_length=1)
+    """Cron expression (5 fields, UTC), e.g. "0 3 * * *"; none: only the final backup, if onDelete."""
+    destination: BackupDestination
+    """Where the scheduled (and final) backups go."""
+    keep: int = Field(default=7, ge=1, le=1000)
+    """How many scheduled backups to keep; older ones are deleted, object and RedisBackup."""
+    on_delete: bool = False
+    """Take a final backup when the RedisCluster is deleted (its deletion waits for it)."""
+
+
+class RestoreSource(KubeModel):
+    """Seed a new RedisCluster from a backup."""
+
+    model_config = _SPEC_CONFIG
+
+    backup_name: str = Field(min_length=1)
+    """A Succeeded RedisBackup in the same namespace."""

@@ -1,0 +1,210 @@
+"""The Kubernetes objects of a backup, as pure functions (no I/O): the backup Job, the deletion Job
+of a stored backup, and the restore init container of a RedisCluster's pods.
+
+All run ``python -m examples.rediscluster.backup.worker`` from the operator's image (``image``);
+on the local node that image maps to the project's own Python (see docs/local-node.md).
+
+Guarantees:
+
+- the Job's name is a function of the RedisBackup's name (``<backup>-backup``), so an operator
+  restarted after creating it finds it instead of starting a second one;
+- bounded work: ``backoffLimit`` 2 (three attempts), ``activeDeadlineSeconds`` (default one hour),
+  and a podFailurePolicy failing the Job at once on the worker's "permanent" exit code (rejected
+  credentials, missing bucket, corrupt backup) — retries are kept for what a retry can fix;
+- secrets only by ``secretKeyRef`` in the environment (``REDIS_PASSWORD``, ``AWS_ACCESS_KEY_ID``,
+  ``AWS_SECRET_ACCESS_KEY``): argv holds addresses, bucket, key and path, never a credential;
+- the pod has no service-account token (it needs no API access: its result is its termination
+  message) and a memory limit (the worker streams; 256 Mi is room to spare).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from examples.rediscluster.backup.api import BackupDestination, RedisBackup
+from examples.rediscluster.backup.worker import EXIT_PERMANENT
+
+__all__ = [
+    "BACKUP_LABEL",
+    "CLUSTER_LABEL",
+    "DEFAULT_DEADLINE_SECONDS",
+    "WORKER_COMMAND",
+    "backup_job",
+    "delete_job",
+    "destination_args",
+    "job_name",
+    "restore_init_container",
+    "restore_volumes",
+]
+
+BACKUP_LABEL = "redis.pyctrl.dev/backup"
+CLUSTER_LABEL = "redis.pyctrl.dev/cluster"
+SOURCE_ANNOTATION = "redis.pyctrl.dev/source-pod"
+WORKER_COMMAND = ["python", "-m", "examples.rediscluster.backup.worker"]
+DEFAULT_DEADLINE_SECONDS = 3600
+BACKOFF_LIMIT = 2
+PVC_MOUNT = "/backup"
+CA_MOUNT = "/etc/redis-backup-ca"
+_RESOURCES = {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}
+
+
+def job_name(backup_name: str, purpose: str = "backup") -> str:
+    return f"{backup_name[: 63 - len(purpose) - 1]}-{purpose}"
+
+
+def object_path(backup_name: str, namespace: str, destination: BackupDestination) -> str:
+    """The S3 key, or the path inside the claim, of a backup."""
+    if destination.s3 is not None:
+        return f"{destination.s3.prefix}{namespace}/{backup_name}.rdb"
+    assert destination.pvc is not None
+    return destination.pvc.path or backup_name
+
+
+def destination_args(backup_name: str, namespace: str, destination: BackupDestination) -> list[str]:
+    path = object_path(backup_name, namespace, destination)
+    if destination.s3 is not None:
+        s3 = destination.s3
+        args = ["--s3-endpoint", s3.endpoint, "--s3-bucket", s3.bucket, "--s3-key", path]
+        args += ["--s3-region", s3.region]
+        if s3.ca_secret is not None:
+            args += ["--s3-ca-bundle", f"{CA_MOUNT}/ca.crt"]
+        return args
+    assert destination.pvc is not None
+    return ["--pvc-mount", PVC_MOUNT, "--pvc-claim", destination.pvc.claim_name, "--path", path]
+
+
+def _secret_env(name: str, secret: str, key: str) -> dict[str, Any]:
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+
+
+def destination_env(destination: BackupDestination) -> list[dict[str, Any]]:
+    if destination.s3 is None:
+        return []
+    creds = destination.s3.credentials_secret
+    return [
+        _secret_env("AWS_ACCESS_KEY_ID", creds.name, creds.access_key_id_key),
+        _secret_env("AWS_SECRET_ACCESS_KEY", creds.name, creds.secret_access_key_key),
+    ]
+
+
+def restore_volumes(destination: BackupDestination) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(pod volumes, container volumeMounts) the worker needs for ``destination``."""
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    if destination.pvc is not None:
+        volumes.append({"name": "backup", "persistentVolumeClaim": {"claimName": destination.pvc.claim_name}})
+        mounts.append({"name": "backup", "mountPath": PVC_MOUNT})
+    if destination.s3 is not None and destination.s3.ca_secret is not None:
+        volumes.append({"name": "backup-ca", "secret": {"secretName": destination.s3.ca_secret.name}})
+        mounts.append({"name": "backup-ca", "mountPath": CA_MOUNT, "readOnly": True})
+    return volumes, mounts
+
+
+def _job(
+    backup: RedisBackup,
+    purpose: str,
+    args: list[str],
+    env: list[dict[str, Any]],
+    image: str,
+    *,
+    deadline: int,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    labels = {
+        "app.kubernetes.io/managed-by": "pyctrl-rediscluster",
+        BACKUP_LABEL: backup.name,
+        CLUSTER_LABEL: backup.spec.cluster_name,
+    }
+    volumes, mounts = restore_volumes(backup.spec.destination)
+    container: dict[str, Any] = {
+        "name": purpose,
+        "image": image,
+        "command": WORKER_COMMAND,
+        "args": args,
+        "env": env + destination_env(backup.spec.destination),
+        "volumeMounts": mounts,
+        "resources": _RESOURCES,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job_name(backup.name, purpose),
+            "namespace": backup.namespace,
+            "labels": labels,
+            "annotations": annotations or {},
+        },
+        "spec": {
+            "backoffLimit": BACKOFF_LIMIT,
+            "activeDeadlineSeconds": deadline,
+            "podFailurePolicy": {
+                "rules": [
+                    {
+                        "action": "FailJob",
+                        "onExitCodes": {
+                            "containerName": purpose,
+                            "operator": "In",
+                            "values": [EXIT_PERMANENT],
+                        },
+                    }
+                ]
+            },
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "automountServiceAccountToken": False,
+                    "securityContext": {"fsGroup": 65532},
+                    "containers": [container],
+                    "volumes": volumes,
+                },
+            },
+        },
+    }
+
+
+def backup_job(
+    backup: RedisBackup,
+    source_pod: str,
+    source_ip: str,
+    image: str,
+    *,
+    password_secret: tuple[str, str] | None,
+    deadline: int = DEFAULT_DEADLINE_SECONDS,
+) -> dict[str, Any]:
+    """The Job taking the RDB from ``source_pod`` (at ``source_ip``) into the backup's destination."""
+    args = ["backup", "--source-host", source_ip, "--source-port", "6379"]
+    args += destination_args(backup.name, backup.namespace, backup.spec.destination)
+    env = [] if password_secret is None else [_secret_env("REDIS_PASSWORD", *password_secret)]
+    return _job(
+        backup, "backup", args, env, image, deadline=deadline, annotations={SOURCE_ANNOTATION: source_pod}
+    )
+
+
+def delete_job(backup: RedisBackup, image: str) -> dict[str, Any]:
+    """The Job removing the stored backup (its RedisBackup is being deleted)."""
+    args = ["delete", *destination_args(backup.name, backup.namespace, backup.spec.destination)]
+    return _job(backup, "delete", args, [], image, deadline=600)
+
+
+def restore_init_container(backup: RedisBackup, image: str) -> dict[str, Any]:
+    """The init container seeding a pod's /data/dump.rdb from ``backup`` (checked before Redis starts)."""
+    status = backup.status
+    if status is None or status.sha256 is None:
+        raise ValueError(f"RedisBackup {backup.name} has not succeeded: nothing to restore")
+    args = ["restore", "--target", "/data/dump.rdb", "--sha256", status.sha256]
+    if status.size_bytes is not None:
+        args += ["--size-bytes", str(status.size_bytes)]
+    args += destination_args(backup.name, backup.namespace, backup.spec.destination)
+    _, mounts = restore_volumes(backup.spec.destination)
+    return {
+        "name": "restore",
+        "image": image,
+        "command": WORKER_COMMAND,
+        "args": args,
+        "env": destination_env(backup.spec.destination),
+        "volumeMounts": [{"name": "data", "mountPath": "/data"}, *mounts],
+        "resources": _RESOURCES,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }

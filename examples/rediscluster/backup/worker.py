@@ -1,0 +1,118 @@
+"""``python -m examples.rediscluster.backup.worker``: the program the backup Jobs (and the restore
+init container) run, from the operator's own image.
+
+Commands:
+
+- ``backup --source-host IP [--source-port 6379] DESTINATION``: stream an RDB off that Redis
+  server (``rdb.RdbStream``) through SHA-256 into the destination (``store``);
+- ``restore --target /data/dump.rdb --sha256 HEX [--size-bytes N] DESTINATION``: download the
+  backup, check its size and SHA-256, and only then put it where redis-server loads it;
+- ``delete DESTINATION``: remove a stored backup (retention, RedisBackup deletion);
+
+DESTINATION is ``--pvc-mount DIR --pvc-claim NAME --path P`` or ``--s3-endpoint URL --s3-bucket B
+--s3-key K [--s3-region R] [--s3-ca-bundle FILE]``. Secrets come only from the environment
+(``REDIS_PASSWORD``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``), set by ``secretKeyRef``.
+
+The result is one JSON line written to the termination-message file (``$TERMINATION_LOG``,
+default ``/dev/termination-log``: the Job pod's ``terminationMessagePath``), which the operator
+reads from the pod's status: ``{"location", "sizeBytes", "sha256"}`` on success, ``{"error"}``
+otherwise. Exit codes: 0 done; 1 failed, worth retrying (unreachable endpoint or Redis); 3 failed
+for good (rejected credentials, missing bucket, corrupt backup) — the Job's podFailurePolicy fails
+the Job at once on 3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from examples.rediscluster.backup.rdb import RdbError, RdbStream
+from examples.rediscluster.backup.store import PvcStore, S3Store, Store, StoreError
+
+__all__ = ["EXIT_PERMANENT", "EXIT_RETRY", "main"]
+
+EXIT_RETRY = 1
+EXIT_PERMANENT = 3
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m examples.rediscluster.backup.worker")
+    sub = p.add_subparsers(dest="command", required=True)
+    backup = sub.add_parser("backup", help="take an RDB from a Redis server into the destination")
+    backup.add_argument("--source-host", required=True)
+    backup.add_argument("--source-port", type=int, default=6379)
+    restore = sub.add_parser("restore", help="download and check a backup before redis-server starts")
+    restore.add_argument("--target", required=True, type=Path)
+    restore.add_argument("--sha256", required=True)
+    restore.add_argument("--size-bytes", type=int, default=None)
+    delete = sub.add_parser("delete", help="remove a stored backup")
+    for cmd in (backup, restore, delete):
+        cmd.add_argument("--pvc-mount", type=Path)
+        cmd.add_argument("--pvc-claim")
+        cmd.add_argument("--path")
+        cmd.add_argument("--s3-endpoint")
+        cmd.add_argument("--s3-bucket")
+        cmd.add_argument("--s3-key")
+        cmd.add_argument("--s3-region", default="us-east-1")
+        cmd.add_argument("--s3-ca-bundle")
+    return p
+
+
+def _store(args: argparse.Namespace) -> Store:
+    if args.s3_endpoint:
+        return S3Store(
+            args.s3_endpoint, args.s3_bucket, args.s3_key, args.s3_region, ca_bundle=args.s3_ca_bundle
+        )
+    return PvcStore(args.pvc_mount, args.path, args.pvc_claim)
+
+
+def _report(result: dict[str, object]) -> None:
+    line = json.dumps(result, sort_keys=True)
+    print(line, flush=True)
+    path = Path(os.environ.get("TERMINATION_LOG", "/dev/termination-log"))
+    try:
+        path.write_text(line)
+    except OSError as exc:
+        print(f"cannot write the termination message to {path}: {exc}", file=sys.stderr)
+
+
+def _run(args: argparse.Namespace) -> dict[str, object]:
+    store = _store(args)
+    if args.command == "backup":
+        started = time.monotonic()
+        password = os.environ.get("REDIS_PASSWORD") or None
+        with RdbStream(args.source_host, args.source_port, password) as rdb:
+            stored = store.put(rdb)
+        seconds = time.monotonic() - started
+        print(f"stored {stored.size_bytes} bytes at {stored.location} in {seconds:.1f}s", flush=True)
+        return {"location": stored.location, "sizeBytes": stored.size_bytes, "sha256": stored.sha256}
+    if args.command == "restore":
+        store.get(args.target, sha256=args.sha256, size_bytes=args.size_bytes)
+        print(f"restored {store.location} into {args.target} (SHA-256 checked)", flush=True)
+        return {"location": store.location, "sha256": args.sha256}
+    store.delete()
+    print(f"deleted {store.location}", flush=True)
+    return {"location": store.location, "deleted": True}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        result = _run(args)
+    except StoreError as exc:
+        _report({"error": str(exc)})
+        return EXIT_PERMANENT if exc.permanent else EXIT_RETRY
+    except RdbError as exc:
+        _report({"error": str(exc)})
+        return EXIT_RETRY
+    _report(result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -41,6 +41,7 @@ demo: bootstrap
 generate: bootstrap
 	$(PY) -m pyctrl.crdgen
 	$(PY) -m pyctrl.rbacgen examples.rediscluster.controller:RedisClusterReconciler \
+		examples.rediscluster.backup.reconciler:RedisBackupReconciler \
 		--leader-election --events --name rediscluster-operator -o examples/rediscluster/deploy/role.yaml
 
 # The optional `bench` extra (kopf, matplotlib, pyinstrument) is installed here only: CI never needs it.

@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import sys
 
+from examples.rediscluster.backup import DEFAULT_IMAGE
 from examples.rediscluster.operator import OperatorOptions, run
 from examples.rediscluster.redis_admin import DEFAULT_IO_TIMEOUT
 
@@ -77,6 +78,11 @@ def parse_args(argv: list[str] | None = None) -> OperatorOptions:
         type=_positive,
         default=DEFAULT_IO_TIMEOUT,
         help="connect/socket timeout in seconds of each Redis command and probe (default 1)",
+    )
+    p.add_argument(
+        "--backup-image",
+        default=DEFAULT_IMAGE,
+        help=f"image of the backup Jobs and restore init containers (default {DEFAULT_IMAGE})",
     )
     return OperatorOptions(**vars(p.parse_args(argv)))  # flag names are the option names
 

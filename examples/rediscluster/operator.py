@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from examples.rediscluster.api import RedisCluster
+from examples.rediscluster.backup import DEFAULT_IMAGE, add_backup_controllers
+from examples.rediscluster.backup.api import RedisBackup
 from examples.rediscluster.controller import RedisClusterReconciler
 from examples.rediscluster.nodeloss import Node
 from examples.rediscluster.prober import ClusterKey, HealthProber
@@ -57,6 +59,7 @@ class OperatorOptions:
     webhook_cert_dir: str | None = None
     redis_timeout: float = DEFAULT_IO_TIMEOUT
     warm_standby: bool = True
+    backup_image: str = DEFAULT_IMAGE
 
 
 class ProberRunnable:
@@ -104,6 +107,7 @@ def build_operator(config: Any, options: OperatorOptions) -> Operator:
     scheme = default_scheme.copy()
     scheme.add(RedisCluster)
     scheme.add(Node)
+    scheme.add(RedisBackup)
     cache_options: dict[str, Any] = {}
     namespaces = [ns.strip() for ns in (options.namespace or "").split(",") if ns.strip()]
     if namespaces:
@@ -157,6 +161,9 @@ def build_operator(config: Any, options: OperatorOptions) -> Operator:
         .with_options(max_concurrent_reconciles=options.max_concurrent_reconciles)
         .named("rediscluster")
         .complete(reconciler)
+    )
+    add_backup_controllers(
+        mgr, options.backup_image, max_concurrent_reconciles=options.max_concurrent_reconciles
     )
     if webhook_server is not None:
         WebhookBuilder(mgr).for_(RedisCluster).with_validator(RedisClusterValidator()).complete()

@@ -16,8 +16,8 @@ import redis
 
 from examples.rediscluster.backup import worker
 from examples.rediscluster.backup.rdb import RdbError, RdbStream
-from pyctrl.envtest.objectstore import ObjectStore
 from pyctrl.envtest import poll_until
+from pyctrl.envtest.objectstore import ObjectStore
 from tests.backup.conftest import BUCKET
 from tests.rediscluster._servers import RedisServer, RedisServers
 

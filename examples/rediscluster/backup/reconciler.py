@@ -1,0 +1,353 @@
+"""The RedisBackup reconciler: one Job per backup, its outcome written back to the RedisBackup.
+
+One reconcile (level-triggered; it never waits on the backup itself — the Job does the work):
+
+1. fetch the RedisBackup (cache); being deleted → run the deletion Job of the stored object (when
+   there is one), then drop the finalizer ``redis.pyctrl.dev/backup-data`` — a deletion Job that
+   fails leaves the object in the store, says so in an Event, and lets the RedisBackup go;
+2. Succeeded or Failed → nothing more to do;
+3. no Job yet → check the inputs (the RedisCluster exists and has a serving pod, the claim exists,
+   the S3 credentials Secret has both keys): a bad input is ``Failed`` with the reason in
+   ``status.message``, an Event and no Job; otherwise pick the source (a replica whose link to the
+   master is up, else the master), create the Job ``<backup>-backup`` (owned by the RedisBackup,
+   so it is found again after a restart and never doubled) and record ``Running``;
+4. the Job finished → the pod's termination message (``worker``'s JSON) becomes the status:
+   ``Succeeded`` with location, size and SHA-256, or ``Failed`` with the worker's error.
+
+The operator reads no credential and the status holds none: the Job's pod gets them by
+``secretKeyRef``; only the Secret's *keys* are checked for presence.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+from typing import Any
+
+from examples.rediscluster import redis_admin
+from examples.rediscluster.api import RedisCluster
+from examples.rediscluster.backup.api import BackupPhase, RedisBackup, RedisBackupStatus
+from examples.rediscluster.backup.job import (
+    SOURCE_ANNOTATION,
+    backup_job,
+    delete_job,
+    job_name,
+)
+from examples.rediscluster.resources import REDIS_PORT, ROLE_LABEL, selector_labels
+from examples.rediscluster.topology import Role
+from pyctrl import Request, Result
+from pyctrl.client import Job, PersistentVolumeClaim, Pod, Secret
+from pyctrl.client.errors import NotFound
+from pyctrl.client.objects import Condition
+from pyctrl.client.patch import MergeFrom, PatchType, RawPatch
+from pyctrl.controllerutil import add_finalizer, remove_finalizer, set_controller_reference
+from pyctrl.log import get_logger
+from pyctrl.rbacgen import rbac
+from pyctrl.recorder import EventRecorder
+
+__all__ = ["DATA_FINALIZER", "RedisBackupReconciler"]
+
+DATA_FINALIZER = "redis.pyctrl.dev/backup-data"
+WAIT_REQUEUE = 2.0
+log = get_logger("redisbackup")
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class BadInput(Exception):
+    """A backup that cannot be taken as specified (reason: a CamelCase word for the Event)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class NotYet(Exception):
+    """The backup cannot start yet (no serving pod); it stays Pending and is retried."""
+
+
+def _result(pods: list[Pod]) -> dict[str, Any] | None:
+    """The worker's JSON from the newest terminated pod of a Job (None while none reported)."""
+    newest: tuple[str, dict[str, Any]] | None = None
+    for pod in pods:
+        for status in (pod.status.container_statuses if pod.status else None) or []:
+            terminated = (status.state or {}).get("terminated") or {}
+            message = str(terminated.get("message") or "").strip()
+            if not message:
+                continue
+            try:
+                parsed = json.loads(message.splitlines()[-1])
+            except ValueError:
+                parsed = None
+            if not isinstance(parsed, dict):  # a crash: FallbackToLogsOnError put the log tail there
+                parsed = {"error": message[-500:]}
+            finished = str(terminated.get("finishedAt") or "")
+            if newest is None or finished > newest[0]:
+                newest = (finished, parsed)
+    return None if newest is None else newest[1]
+
+
+@rbac(
+    groups=["redis.pyctrl.dev"],
+    resources=["redisbackups"],
+    verbs=["get", "list", "watch", "create", "update", "patch", "delete"],
+)
+@rbac(groups=["redis.pyctrl.dev"], resources=["redisbackups/status"], verbs=["get", "update", "patch"])
+@rbac(groups=["redis.pyctrl.dev"], resources=["redisbackups/finalizers"], verbs=["update"])
+@rbac(groups=["batch"], resources=["jobs"], verbs=["get", "list", "watch", "create", "delete"])
+@rbac(groups=[""], resources=["persistentvolumeclaims"], verbs=["get", "list", "watch"])
+@rbac(groups=[""], resources=["pods"], verbs=["get", "list", "watch"])
+@rbac(groups=[""], resources=["secrets"], verbs=["get"])
+class RedisBackupReconciler:
+    """Reconciles RedisBackup objects; see the module docstring."""
+
+    def __init__(self, client: Any, api_reader: Any, recorder: EventRecorder, image: str) -> None:
+        self.client = client
+        self.api_reader = api_reader
+        self.recorder = recorder
+        self.image = image
+
+    async def reconcile(self, request: Request) -> Result:
+        try:
+            backup = await self.client.get(RedisBackup, request.name, namespace=request.namespace)
+        except NotFound:
+            return Result()
+        if backup.metadata.deletion_timestamp:
+            return await self._delete_data(backup)
+        if add_finalizer(backup, DATA_FINALIZER):
+            backup = await self.client.patch(
+                backup, RawPatch(PatchType.MERGE, {"metadata": {"finalizers": backup.metadata.finalizers}})
+            )
+        status = backup.status or RedisBackupStatus()
+        if status.phase in (BackupPhase.SUCCEEDED, BackupPhase.FAILED):
+            return Result()
+        job = await self._job(backup, "backup")
+        if job is None:
+            return await self._start(backup)
+        return await self._follow(backup, job)
+
+    async def _job(self, backup: RedisBackup, purpose: str) -> Job | None:
+        try:
+            job: Job = await self.client.get(Job, job_name(backup.name, purpose), namespace=backup.namespace)
+        except NotFound:
+            return None
+        return job
+
+    # -- starting ------------------------------------------------------------------------------
+    async def _start(self, backup: RedisBackup) -> Result:
+        try:
+            cluster = await self._check_inputs(backup)
+            source, ip = await self._source(cluster)
+        except BadInput as exc:
+            await self._finish(backup, BackupPhase.FAILED, reason=exc.reason, message=str(exc))
+            return Result()
+        except NotYet as exc:
+            await self._write_status(backup, phase=BackupPhase.PENDING, message=str(exc))
+            return Result(requeue_after=WAIT_REQUEUE)
+        auth = cluster.spec.auth
+        password = None if auth is None else (auth.password_secret.name, auth.password_secret.key)
+        job = backup_job(backup, source, ip, self.image, password_secret=password)
+        set_controller_reference(backup, job)
+        await self.client.create(job)
+        self.recorder.event(
+            backup, "Normal", "BackupStarted", f"Job {job['metadata']['name']} backs up {source}"
+        )
+        log.info("Backup Job created", backup=backup.name, namespace=backup.namespace, source=source)
+        await self._write_status(
+            backup,
+            phase=BackupPhase.RUNNING,
+            start_time=_now(),
+            source_pod=source,
+            job_name=job["metadata"]["name"],
+            message=None,
+        )
+        return Result()
+
+    async def _check_inputs(self, backup: RedisBackup) -> RedisCluster:
+        ns = backup.namespace
+        try:
+            cluster: RedisCluster = await self.client.get(
+                RedisCluster, backup.spec.cluster_name, namespace=ns
+            )
+        except NotFound:
+            raise BadInput(
+                "ClusterNotFound", f"RedisCluster {backup.spec.cluster_name!r} not found"
+            ) from None
+        dest = backup.spec.destination
+        if dest.pvc is not None:
+            try:
+                await self.client.get(PersistentVolumeClaim, dest.pvc.claim_name, namespace=ns)
+            except NotFound:
+                raise BadInput(
+                    "ClaimNotFound", f"PersistentVolumeClaim {dest.pvc.claim_name!r} not found"
+                ) from None
+        if dest.s3 is not None:
+            creds = dest.s3.credentials_secret
+            try:
+                secret = await self.api_reader.get(Secret, creds.name, namespace=ns)
+            except NotFound:
+                raise BadInput("SecretNotFound", f"Secret {creds.name!r} not found") from None
+            missing = [
+                k
+                for k in (creds.access_key_id_key, creds.secret_access_key_key)
+                if k not in (secret.data or {})
+            ]
+            if missing:
+                raise BadInput("SecretKeyMissing", f"Secret {creds.name!r} has no key {', '.join(missing)}")
+        return cluster
+
+    async def _source(self, cluster: RedisCluster) -> tuple[str, str]:
+        """(pod, IP) to take the RDB from: a replica with its master link up, else the master."""
+        master = cluster.status.current_master if cluster.status else None
+        pods = await self.client.list(Pod, namespace=cluster.namespace, labels=selector_labels(cluster))
+        password = await self._password(cluster)
+        replicas, master_ip = [], None
+        for pod in sorted(pods, key=lambda p: p.name):
+            ip = pod.status.pod_ip if pod.status else None
+            if not ip or pod.metadata.deletion_timestamp:
+                continue
+            if pod.name == master:
+                master_ip = ip
+            elif (pod.metadata.labels or {}).get(ROLE_LABEL) == "replica":
+                replicas.append((pod.name, ip))
+        for name, ip in replicas:
+            try:
+                facts = await redis_admin.observe(ip, REDIS_PORT, password)
+            except redis_admin.RedisAdminError:
+                continue
+            if facts.role is Role.REPLICA and facts.master_link_up:
+                return name, ip
+        if master is not None and master_ip is not None:
+            return master, master_ip
+        raise NotYet(f"waiting for RedisCluster {cluster.name!r} to have a serving master")
+
+    async def _password(self, cluster: RedisCluster) -> str | None:
+        auth = cluster.spec.auth
+        if auth is None:
+            return None
+
+        try:
+            secret = await self.api_reader.get(Secret, auth.password_secret.name, namespace=cluster.namespace)
+        except NotFound:
+            return None
+        value = (secret.data or {}).get(auth.password_secret.key)
+        return None if value is None else base64.b64decode(value).decode()
+
+    # -- following -----------------------------------------------------------------------------
+    async def _follow(self, backup: RedisBackup, job: Job) -> Result:
+        status = job.status
+        complete = status is not None and status.condition("Complete") is not None
+        failed = status.condition("Failed") if status is not None else None
+        if not complete and failed is None:
+            if (backup.status or RedisBackupStatus()).phase is not BackupPhase.RUNNING:
+                # restarted between creating the Job and recording it: record it now
+                source = (job.metadata.annotations or {}).get(SOURCE_ANNOTATION)
+                await self._write_status(
+                    backup, phase=BackupPhase.RUNNING, start_time=_now(), source_pod=source, job_name=job.name
+                )
+            return Result()
+        pods = await self.client.list(
+            Pod, namespace=backup.namespace, labels={"batch.kubernetes.io/job-name": job.name}
+        )
+        result = _result(pods)
+        if complete:
+            if result is None or "sha256" not in result:
+                return Result(requeue_after=WAIT_REQUEUE)  # the pod's final status is not cached yet
+            await self._finish(
+                backup,
+                BackupPhase.SUCCEEDED,
+                reason="BackupSucceeded",
+                message=None,
+                location=str(result["location"]),
+                size_bytes=int(result["sizeBytes"]),
+                sha256=str(result["sha256"]),
+            )
+            return Result()
+        assert failed is not None
+        why = str(result["error"]) if result and "error" in result else failed.message or failed.reason
+        await self._finish(
+            backup, BackupPhase.FAILED, reason="BackupFailed", message=f"{failed.reason}: {why}"
+        )
+        return Result()
+
+    # -- status --------------------------------------------------------------------------------
+    async def _finish(
+        self, backup: RedisBackup, phase: BackupPhase, *, reason: str, message: str | None, **fields: Any
+    ) -> None:
+        ok = phase is BackupPhase.SUCCEEDED
+        now = _now()
+        condition = Condition(
+            type="Complete" if ok else "Failed",
+            status="True",
+            reason=reason,
+            message=message or f"stored at {fields.get('location')}",
+            last_transition_time=now,
+        )
+        await self._write_status(
+            backup, phase=phase, completion_time=now, message=message, conditions=[condition], **fields
+        )
+        if ok:
+            self.recorder.event(
+                backup, "Normal", reason, f"{fields['size_bytes']} bytes stored at {fields['location']}"
+            )
+        else:
+            self.recorder.event(backup, "Warning", reason, message or reason)
+        log.info(
+            "Backup finished",
+            backup=backup.name,
+            namespace=backup.namespace,
+            phase=phase.value,
+            reason=reason,
+        )
+
+    async def _write_status(self, backup: RedisBackup, **fields: Any) -> None:
+        old = backup.status or RedisBackupStatus()
+        new = old.model_copy(update=fields)
+        if new == old:
+            return
+        before = backup.model_copy(deep=True)
+        backup.status = new
+        await self.client.status().patch(backup, MergeFrom(before, optimistic_lock=True))
+
+    # -- deletion ------------------------------------------------------------------------------
+    async def _delete_data(self, backup: RedisBackup) -> Result:
+        if DATA_FINALIZER not in (backup.metadata.finalizers or []):
+            return Result()
+        stored = backup.status is not None and backup.status.location is not None
+        if stored:
+            job = await self._job(backup, "delete")
+            if job is None:
+                job_obj = delete_job(backup, self.image)
+                set_controller_reference(backup, job_obj)
+                await self.client.create(job_obj)
+                return Result()
+            status = job.status
+            if status is None or (
+                status.condition("Complete") is None and status.condition("Failed") is None
+            ):
+                return Result()
+            if status.condition("Failed") is not None:
+                assert backup.status is not None
+                self.recorder.event(
+                    backup,
+                    "Warning",
+                    "DeleteFailed",
+                    f"could not delete {backup.status.location}; it is left in place",
+                )
+        remove_finalizer(backup, DATA_FINALIZER)
+        await self.client.patch(
+            backup,
+            RawPatch(
+                PatchType.MERGE,
+                {
+                    "metadata": {
+                        "finalizers": backup.metadata.finalizers or None,
+                        "resourceVersion": backup.metadata.resource_version,
+                    }
+                },
+            ),
+        )
+        return Result()

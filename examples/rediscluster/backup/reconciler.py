@@ -215,7 +215,7 @@ class RedisBackupReconciler:
                 replicas.append((pod.name, ip))
         for name, ip in replicas:
             try:
-                facts = await redis_admin.observe(ip, REDIS_PORT, password)
+                facts = await redis_admin.RedisConnection(ip, REDIS_PORT, password).observe()
             except redis_admin.RedisAdminError:
                 continue
             if facts.role is Role.REPLICA and facts.master_link_up:

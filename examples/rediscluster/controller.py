@@ -8,6 +8,8 @@ cluster gives none):
    requeueing until it finished, never blocking a worker), then the finalizer is removed and
    garbage collection takes the children;
 3. ensure the finalizer, then the children (``children.ensure``: written only when they differ);
+   with ``spec.restoreFrom`` the pods get the restore init container, and no child is applied
+   until the backup can seed them (``backup.restore``: condition ``Restored``);
    a spec that passed the schema but cannot be run (``InvalidSpec``) applies no child, is reported
    (Event and the Ready/Degraded conditions) and does not stop the topology work below;
 4. ``observe.observe`` every pod: Kubernetes facts from the cache, Redis facts via ``INFO``; the
@@ -30,6 +32,8 @@ from typing import Any
 
 from examples.rediscluster import metrics
 from examples.rediscluster.api import RedisCluster, RedisClusterPhase, RedisClusterStatus
+from examples.rediscluster.backup import DEFAULT_IMAGE as DEFAULT_BACKUP_IMAGE
+from examples.rediscluster.backup.restore import RestoreState, restore_state
 from examples.rediscluster.children import ensure
 from examples.rediscluster.execute import PlanExecutor
 from examples.rediscluster.finalizer import FINALIZER, finalizer_patch, snapshot
@@ -87,7 +91,8 @@ class RedisClusterReconciler:
     """Reconciles RedisCluster objects; see the module docstring.
 
     ``io_timeout``: connect and socket timeout of every Redis command, in seconds (the operator's
-    ``--redis-timeout``); a command is cut off at ``2 * io_timeout + 0.5`` s.
+    ``--redis-timeout``); a command is cut off at ``2 * io_timeout + 0.5`` s. ``backup_image``:
+    the image of the restore init container (``spec.restoreFrom``, see ``backup.restore``).
     """
 
     def __init__(
@@ -98,8 +103,10 @@ class RedisClusterReconciler:
         prober: HealthProber,
         *,
         io_timeout: float = DEFAULT_IO_TIMEOUT,
+        backup_image: str = DEFAULT_BACKUP_IMAGE,
     ) -> None:
         self.client = client
+        self.backup_image = backup_image
         self.api_reader = api_reader
         self.recorder = recorder
         self.prober = prober
@@ -133,16 +140,21 @@ class RedisClusterReconciler:
             else ClusterState()
         )
         sts_replicas, the_plan = self._decide(cluster, observed, recorded)
-        invalid = await self._ensure_children(cluster, sts_replicas)
+        restore = await restore_state(
+            self.client, self.recorder, cluster, observed.pods, image=self.backup_image, now=_now()
+        )
+        invalid = await self._ensure_children(cluster, sts_replicas, restore)
         acted, cluster = await self.executor.execute(cluster, observed, the_plan)
         await self.node_loss.recover(cluster, observed)
-        phase = await self._update_status(cluster, observed, the_plan, invalid)
+        phase = await self._update_status(cluster, observed, the_plan, invalid, restore)
         settled = not acted and the_plan.converged and phase is RedisClusterPhase.RUNNING
         # an unrunnable spec waits for its fix (a watch event), unless the topology needs work
         stuck = invalid is not None and not acted and (the_plan.converged or not observed.nodes)
         return Result(requeue_after=STEADY_REQUEUE if settled or stuck else ACTING_REQUEUE)
 
-    async def _ensure_children(self, cluster: RedisCluster, sts_replicas: int) -> str | None:
+    async def _ensure_children(
+        self, cluster: RedisCluster, sts_replicas: int, restore: RestoreState
+    ) -> str | None:
         """Write the children that differ; return why the spec cannot be run, if it cannot.
 
         An invalid spec applies no child at all: the running pods keep their configuration and
@@ -153,6 +165,9 @@ class RedisClusterReconciler:
         except InvalidSpec as exc:
             self.recorder.event(cluster, "Warning", "InvalidSpec", str(exc))
             return str(exc)
+        if restore.blocked is not None:
+            return None  # no pod may start before there is a backup to seed it (condition Restored)
+        restore.apply(children)
         for child in children:
             set_controller_reference(cluster, child)
             await ensure(self.client, child)
@@ -200,7 +215,12 @@ class RedisClusterReconciler:
 
     # -- status --------------------------------------------------------------------------------
     async def _update_status(
-        self, cluster: RedisCluster, observed: Observed, the_plan: Plan, invalid_spec: str | None
+        self,
+        cluster: RedisCluster,
+        observed: Observed,
+        the_plan: Plan,
+        invalid_spec: str | None,
+        restore: RestoreState,
     ) -> RedisClusterPhase:
         """Write the observed status when it changed; return the phase."""
         old = cluster.status or RedisClusterStatus()
@@ -211,6 +231,7 @@ class RedisClusterReconciler:
             _now(),
             invalid_spec=invalid_spec,
             unschedulable=observed.unschedulable,
+            extra_conditions=[restore.condition] if restore.condition is not None else [],
         )
         metrics.observe_status(cluster.namespace, cluster.name, cluster.spec.replicas, new)
         if new.model_dump(exclude={"last_sync_timestamp"}) == old.model_dump(exclude={"last_sync_timestamp"}):

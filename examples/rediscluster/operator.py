@@ -144,6 +144,7 @@ def build_operator(config: Any, options: OperatorOptions) -> Operator:
         mgr.get_event_recorder_for("rediscluster-operator"),
         prober,
         io_timeout=options.redis_timeout,
+        backup_image=options.backup_image,
     )
     (
         ControllerBuilder(mgr)

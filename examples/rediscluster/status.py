@@ -65,12 +65,14 @@ def observed_status(
     *,
     invalid_spec: str | None = None,
     unschedulable: Mapping[str, str] | None = None,
+    extra_conditions: Sequence[Condition] = (),
 ) -> RedisClusterStatus:
     """The status to report (``lastSyncTimestamp`` unchanged: the caller sets it on a write).
 
     ``invalid_spec`` (why the spec cannot be applied) keeps the cluster from counting as converged
     and becomes the reason and message of both conditions; ``unschedulable`` (pod -> the
-    scheduler's message) makes PodsScheduled False."""
+    scheduler's message) makes PodsScheduled False; ``extra_conditions`` (e.g. the restore's
+    ``Restored``) are reported beside them."""
     converged = converged and invalid_spec is None
     old = cluster.status or RedisClusterStatus()
     master = old.current_master
@@ -94,6 +96,7 @@ def observed_status(
         _condition(old, "Ready", running, ready_reason, message, now=now),
         _condition(old, "Degraded", degraded, degraded_reason, message, now=now),
         _scheduled_condition(old, unschedulable or {}, now=now),
+        *extra_conditions,
     ]
     return old.model_copy(
         update={

@@ -241,3 +241,100 @@ async def test_bad_input_fails_with_its_reason_and_an_event_and_leaves_the_clust
     assert await c.ready(2)
     listed = object_store.client().list_objects_v2(Bucket=BUCKET, Prefix=f"redis/{namespace}/")
     assert listed.get("KeyCount", 0) == 0
+
+
+def condition(status: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    return next((c for c in status.get("conditions", []) if c["type"] == type_), None)
+
+
+async def backed_up(
+    c: Cluster, b: Backups, store: ObjectStore, name: str, keys: int
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """Load ``keys`` keys into the running cluster ``c`` and back it up to S3 as ``name``."""
+    client = await c.redis(str(c.status()["currentMaster"]))
+    data = await load_keys(client, keys)
+    await client.aclose()
+    create_s3_secret(c.envtest, c.namespace, store.access_key, store.secret_key)
+    b.create(name, c.name, s3_destination(store))
+    status = await eventually(lambda: b.finished(name), within=120, what=f"{name} finished", interval=0.5)
+    assert status["phase"] == "Succeeded", status
+    return data, status
+
+
+async def test_a_restore_seeds_a_new_cluster_with_every_key_and_reports_restored(
+    operator: RunningOperator,
+    cluster_factory: Callable[[str], Cluster],
+    envtest: Environment,
+    namespace: str,
+    object_store: ObjectStore,
+) -> None:
+    src = cluster_factory("src")
+    await running_cluster(src, replicas=1)
+    b = Backups(envtest, namespace)
+    data, backup = await backed_up(src, b, object_store, "nightly", 100_000)
+    dst = cluster_factory("dst")
+    dst.create(replicas=2, downAfterMilliseconds=2000, restoreFrom={"backupName": "nightly"})
+    await eventually(lambda: dst.ready(2), within=180, what="the restored cluster Running", interval=0.5)
+    restored = condition(dst.status(), "Restored")
+    assert restored is not None
+    assert restored["status"] == "True", restored
+    assert "RedisBackup nightly" in restored["message"]
+    assert backup["sha256"] in restored["message"]
+    for pod in dst.pods():  # the master was seeded; the replica synced from it
+        client = await dst.redis(pod)
+        keys = list(data)
+        values: list[Any] = []
+        for start in range(0, len(keys), 10_000):
+            values += await client.mget(keys[start : start + 10_000])
+        assert await client.dbsize() == len(data)
+        assert dict(zip(keys, values, strict=True)) == data, pod
+        await client.aclose()
+    cm = envtest.http.get(f"/api/v1/namespaces/{namespace}/configmaps/dst-restore")
+    assert cm["data"] == {"done": "true"}  # pods created from now on sync instead of re-seeding
+    assert "Restored" in {
+        e["reason"] for e in dst.envtest.http.get(f"/api/v1/namespaces/{namespace}/events")["items"]
+    }
+
+
+async def test_a_corrupt_or_missing_backup_fails_the_restore_and_promotes_nothing(
+    operator: RunningOperator,
+    cluster_factory: Callable[[str], Cluster],
+    envtest: Environment,
+    namespace: str,
+    object_store: ObjectStore,
+) -> None:
+    src = cluster_factory("src")
+    await running_cluster(src, replicas=1)
+    b = Backups(envtest, namespace)
+    _, backup = await backed_up(src, b, object_store, "flipped", 1000)
+    key = str(backup["location"]).removeprefix(f"s3://{BUCKET}/")
+    body = bytearray(object_store.client().get_object(Bucket=BUCKET, Key=key)["Body"].read())
+    body[len(body) // 2] ^= 0x01  # one flipped bit, same size
+    object_store.client().put_object(Bucket=BUCKET, Key=key, Body=bytes(body))
+    bad = cluster_factory("bad")
+    bad.create(replicas=2, downAfterMilliseconds=2000, restoreFrom={"backupName": "flipped"})
+    missing = cluster_factory("missing")
+    missing.create(replicas=2, restoreFrom={"backupName": "no-such-backup"})
+
+    async def failed(c: Cluster) -> dict[str, Any] | None:
+        cond = condition(c.status(), "Restored")
+        return cond if cond is not None and cond["reason"] == "RestoreFailed" else None
+
+    corrupt = await eventually(lambda: failed(bad), within=120, what="bad: RestoreFailed", interval=0.5)
+    assert "does not match" in corrupt["message"], corrupt
+    gone = await eventually(lambda: failed(missing), within=60, what="missing: RestoreFailed", interval=0.5)
+    assert "RedisBackup 'no-such-backup' not found" in gone["message"]
+    assert bad.status().get("currentMaster") is None  # nothing promoted
+    assert not [
+        p
+        for p in bad.pods().values()
+        if any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
+    ]
+    assert missing.status().get("currentMaster") is None
+    sts = envtest.http.get(f"/apis/apps/v1/namespaces/{namespace}/statefulsets")["items"]
+    assert "missing" not in {s["metadata"]["name"] for s in sts}  # no pod could start empty
+    reasons = {
+        (e["involvedObject"]["name"], e["reason"])
+        for e in envtest.http.get(f"/api/v1/namespaces/{namespace}/events")["items"]
+    }
+    assert {("bad", "RestoreFailed"), ("missing", "RestoreFailed")} <= reasons

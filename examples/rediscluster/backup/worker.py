@@ -6,7 +6,8 @@ Commands:
 - ``backup --source-host IP [--source-port 6379] DESTINATION``: stream an RDB off that Redis
   server (``rdb.RdbStream``) through SHA-256 into the destination (``store``);
 - ``restore --target /data/dump.rdb --sha256 HEX [--size-bytes N] DESTINATION``: download the
-  backup, check its size and SHA-256, and only then put it where redis-server loads it;
+  backup, check its size and SHA-256, and only then put it where redis-server loads it (nothing
+  when ``RESTORE_DONE=true``: the cluster was seeded already, a new pod syncs from its master);
 - ``delete DESTINATION``: remove a stored backup (retention, RedisBackup deletion);
 
 DESTINATION is ``--pvc-mount DIR --pvc-claim NAME --path P`` or ``--s3-endpoint URL --s3-bucket B
@@ -92,6 +93,9 @@ def _run(args: argparse.Namespace) -> dict[str, object]:
         print(f"stored {stored.size_bytes} bytes at {stored.location} in {seconds:.1f}s", flush=True)
         return {"location": stored.location, "sizeBytes": stored.size_bytes, "sha256": stored.sha256}
     if args.command == "restore":
+        if os.environ.get("RESTORE_DONE") == "true":
+            print("the cluster was seeded already: this pod syncs from its master instead", flush=True)
+            return {"skipped": True}
         store.get(args.target, sha256=args.sha256, size_bytes=args.size_bytes)
         print(f"restored {store.location} into {args.target} (SHA-256 checked)", flush=True)
         return {"location": store.location, "sha256": args.sha256}

@@ -181,6 +181,7 @@ class PodStatus(KubeModel):
     host_ip: str | None = Field(default=None, alias="hostIP")
     start_time: str | None = None
     container_statuses: list[ContainerStatus] | None = None
+    init_container_statuses: list[ContainerStatus] | None = None
 
 
 class Pod(KubeObject):

@@ -1,0 +1,190 @@
+"""Restore: a new RedisCluster with ``spec.restoreFrom`` is seeded from a RedisBackup before any of
+its pods can become master.
+
+How: every pod of the StatefulSet gets the init container ``restore`` (``job.restore_init_container``),
+which downloads the backup into ``/data/dump.rdb`` and checks its size and SHA-256 against the
+RedisBackup's status *before* redis-server starts (Redis loads ``dump.rdb`` at start). So whichever
+pod the operator promotes first holds the data, and the replicas then sync from it. A pod that fails
+the check never starts Redis, is never Ready and so is never promoted.
+
+Guarantees (``restore_state``, called by the RedisCluster reconciler):
+
+- backup missing, not (yet) Succeeded, or without a checksum → no child at all is applied (no pod
+  can start empty and look healthy); condition ``Restored`` False, reason ``RestoreFailed`` (or
+  ``RestorePending`` while the backup is still running) with the reason, and a Warning Event when
+  it first fails;
+- a pod's ``restore`` init container failed (corrupt or unreadable backup) → ``RestoreFailed`` with
+  the worker's message; nothing is promoted because no pod gets ready;
+- the recorded master serves → ``Restored`` True naming the backup, its location and checksum; the
+  ConfigMap ``<cluster>-restore`` (``done: "true"``) is written then, which the init container reads
+  (optional ``configMapKeyRef``) so pods created later (failover, scale-out) skip the download and
+  sync from the master instead of booting with the backup's data;
+- Restored stays True once reached (it records what the cluster was seeded from).
+
+Restore needs ``enablePersistence: false`` (with AOF on, Redis loads the AOF, not ``dump.rdb``);
+the reconciler reports such a spec as RestoreFailed. Cluster (sharded) mode does not exist yet: a
+backup is one RDB of the one master.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from examples.rediscluster.api import RedisCluster
+from examples.rediscluster.backup.api import BackupPhase, RedisBackup
+from examples.rediscluster.backup.job import restore_init_container, restore_volumes
+from pyctrl.client import ConfigMap, Pod
+from pyctrl.client.errors import NotFound
+from pyctrl.client.objects import Condition
+from pyctrl.controllerutil import set_controller_reference
+from pyctrl.recorder import EventRecorder
+
+__all__ = ["RESTORED", "RestoreState", "restore_state"]
+
+RESTORED = "Restored"
+
+
+@dataclass(frozen=True)
+class RestoreState:
+    """What the restore asks of this reconcile."""
+
+    init_container: dict[str, Any] | None = None
+    volumes: list[dict[str, Any]] = field(default_factory=list)
+    blocked: str | None = None  # why no child may be applied yet
+    condition: Condition | None = None
+
+    def apply(self, children: list[dict[str, Any]]) -> None:
+        """Add the restore init container and its volumes to the StatefulSet among ``children``."""
+        if self.init_container is None:
+            return
+        for child in children:
+            if child["kind"] == "StatefulSet":
+                pod = child["spec"]["template"]["spec"]
+                pod["initContainers"] = [self.init_container]
+                pod["volumes"] = [*pod["volumes"], *self.volumes]
+
+
+def _condition(cluster: RedisCluster, status: bool, reason: str, message: str, now: str) -> Condition:
+    value = "True" if status else "False"
+    old = next((c for c in (cluster.status.conditions if cluster.status else []) if c.type == RESTORED), None)
+    same = old is not None and old.status == value and old.reason == reason
+    since = old.last_transition_time if same and old is not None else now
+    return Condition(type=RESTORED, status=value, reason=reason, message=message, last_transition_time=since)
+
+
+def _failed_restore(pods: Mapping[str, Pod]) -> str | None:
+    """The message of a failed ``restore`` init container, if any pod has one."""
+    for pod in pods.values():
+        for status in (pod.status.init_container_statuses if pod.status else None) or []:
+            if status.name != "restore":
+                continue
+            for state in (status.state or {}, status.last_state or {}):
+                terminated = state.get("terminated") or {}
+                if terminated and terminated.get("exitCode", 0) != 0:
+                    text = str(terminated.get("message") or f"exit code {terminated.get('exitCode')}").strip()
+                    return f"pod {pod.name}: {text.splitlines()[-1] if text else text}"
+    return None
+
+
+def _done_config_map(cluster: RedisCluster) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": f"{cluster.name}-restore", "namespace": cluster.namespace},
+        "data": {"done": "true"},
+    }
+
+
+async def restore_state(
+    client: Any,
+    recorder: EventRecorder,
+    cluster: RedisCluster,
+    pods: Mapping[str, Pod],
+    *,
+    image: str,
+    now: str,
+) -> RestoreState:
+    """What this reconcile must do for the restore; an Event when its condition changes reason."""
+    state = await _restore_state(client, cluster, pods, image, now)
+    old = next((c for c in (cluster.status.conditions if cluster.status else []) if c.type == RESTORED), None)
+    new = state.condition
+    if (
+        new is not None
+        and (old is None or old.reason != new.reason)
+        and new.reason in ("RestoreFailed", RESTORED)
+    ):
+        recorder.event(
+            cluster, "Normal" if new.status == "True" else "Warning", new.reason, new.message or ""
+        )
+    return state
+
+
+async def _restore_state(
+    client: Any, cluster: RedisCluster, pods: Mapping[str, Pod], image: str, now: str
+) -> RestoreState:
+    source = cluster.spec.restore_from
+    if source is None:
+        return RestoreState()
+    previous = next(
+        (c for c in (cluster.status.conditions if cluster.status else []) if c.type == RESTORED), None
+    )
+    done = previous is not None and previous.status == "True"
+    try:
+        backup: RedisBackup | None = await client.get(
+            RedisBackup, source.backup_name, namespace=cluster.namespace
+        )
+    except NotFound:
+        backup = None
+    if backup is None or backup.status is None or backup.status.sha256 is None:
+        if done and previous is not None:
+            return RestoreState(condition=previous)  # seeded long ago; the backup may go
+        if backup is None:
+            why, reason = f"RedisBackup {source.backup_name!r} not found", "RestoreFailed"
+        elif backup.status is not None and backup.status.phase is BackupPhase.FAILED:
+            why, reason = (
+                f"RedisBackup {source.backup_name!r} failed: {backup.status.message}",
+                "RestoreFailed",
+            )
+        else:
+            why, reason = f"RedisBackup {source.backup_name!r} has not succeeded yet", "RestorePending"
+        return RestoreState(blocked=why, condition=_condition(cluster, False, reason, why, now))
+    if cluster.spec.enable_persistence:
+        why = "restoreFrom needs enablePersistence: false (with AOF Redis does not load the RDB)"
+        return RestoreState(blocked=why, condition=_condition(cluster, False, "RestoreFailed", why, now))
+    volumes, _ = restore_volumes(backup.spec.destination)
+    init = restore_init_container(backup, image)
+    init["env"] = [
+        *init["env"],
+        {
+            "name": "RESTORE_DONE",
+            "valueFrom": {
+                "configMapKeyRef": {"name": f"{cluster.name}-restore", "key": "done", "optional": True}
+            },
+        },
+    ]
+
+    def seeded(condition: Condition) -> RestoreState:
+        return RestoreState(init_container=init, volumes=volumes, condition=condition)
+
+    source_text = f"RedisBackup {backup.name} ({backup.status.location}, sha256 {backup.status.sha256})"
+    if done and previous is not None:
+        return seeded(previous)
+    failed = _failed_restore(pods)
+    if failed is not None:
+        why = f"restoring from {source_text}: {failed}"
+        return seeded(_condition(cluster, False, "RestoreFailed", why, now))
+    master = cluster.status.current_master if cluster.status else None
+    serving = master is not None and cluster.status is not None and cluster.status.ready_replicas > 0
+    if serving:
+        cm = _done_config_map(cluster)
+        set_controller_reference(cluster, cm)
+        try:
+            await client.get(ConfigMap, cm["metadata"]["name"], namespace=cluster.namespace)
+        except NotFound:
+            await client.create(cm)
+        message = f"seeded from {source_text}; first master {master}"
+        return seeded(_condition(cluster, True, RESTORED, message, now))
+    why = f"seeding the first master from {source_text}"
+    return seeded(_condition(cluster, False, "Restoring", why, now))

@@ -78,3 +78,27 @@ async def test_the_split_client_example_reads_its_write_from_the_apiserver_then_
     rv = created.rsplit(" ", 1)[1]
     assert direct == f"api_reader.get: resourceVersion {rv} (the apiserver)"
     assert cached.startswith(f"client.get: resourceVersion {rv} (the cache, once its watch event arrived:")
+
+
+@pytest.mark.controlplane
+async def test_the_leader_election_example_hands_over_on_release_and_after_a_lost_renew(
+    kubeconfig: Path, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    module = runpy.run_path(str(EXAMPLES / "leader_election.py"))
+    await module["run"](str(kubeconfig), namespace)
+    lines = capsys.readouterr().out.splitlines()
+    steps = [line.split("  ", 1)[1] for line in lines]
+    assert steps == [
+        "A is leader; the Lease holder is A",
+        "B is leader: False (A's Lease has not expired on B's clock)",
+        "A stopped and released the Lease; holder now (nobody)",
+        "B is leader; the Lease holder is B",
+        "B is cut off from the apiserver; C starts campaigning",
+        f"B lost leadership: lease {namespace}/guide-example: no renewal for 3.0s",
+        "C is leader; the Lease holder is C",
+    ]
+    # when B stopped leading and when C was elected, each taken as it happened: the old leader stops
+    # before the new one starts, since the renew deadline (3 s) < the lease duration (4 s)
+    times = [float(line.split("s  ", 1)[0].removeprefix("t=")) for line in lines]
+    cut, lost, elected = times[4], times[5], times[6]
+    assert cut <= lost < elected

@@ -35,7 +35,7 @@ from examples.rediscluster.api import RedisCluster, RedisClusterPhase, RedisClus
 from examples.rediscluster.backup import DEFAULT_IMAGE as DEFAULT_BACKUP_IMAGE
 from examples.rediscluster.backup.restore import RestoreState, restore_state
 from examples.rediscluster.children import ensure
-from examples.rediscluster.execute import PlanExecutor
+from examples.rediscluster.execute import PhaseTimer, PlanExecutor
 from examples.rediscluster.finalizer import FINALIZER, finalizer_patch, snapshot
 from examples.rediscluster.nodeloss import NodeLossGuard
 from examples.rediscluster.observe import Observed, observe, pod_ready, read_password, seconds_since
@@ -125,6 +125,7 @@ class RedisClusterReconciler:
             return await self._finalize(cluster)
         if add_finalizer(cluster, FINALIZER):
             cluster = await self.client.patch(cluster, finalizer_patch(cluster))
+        timer = PhaseTimer()
         password = await read_password(self.api_reader, self.recorder, cluster)
         observed = await observe(self.client, cluster, password, self.io_timeout)
         master = cluster.status.current_master if cluster.status else None
@@ -144,7 +145,9 @@ class RedisClusterReconciler:
             self.client, self.recorder, cluster, observed.pods, image=self.backup_image, now=_now()
         )
         invalid = await self._ensure_children(cluster, sts_replicas, restore)
-        acted, cluster = await self.executor.execute(cluster, observed, the_plan)
+        timer.detection = self._unhealthy_for(cluster, observed, recorded.current_master)
+        timer.mark("decision")
+        acted, cluster = await self.executor.execute(cluster, observed, the_plan, timer)
         await self.node_loss.recover(cluster, observed)
         phase = await self._update_status(cluster, observed, the_plan, invalid, restore)
         settled = not acted and the_plan.converged and phase is RedisClusterPhase.RUNNING

@@ -8,7 +8,11 @@ Per RedisCluster (labels ``namespace``, ``name``), as an SRE alerts on them:
   style, so ``rediscluster_phase{phase="Degraded"} == 1`` is an alert rule);
 - ``rediscluster_ready_replicas`` / ``rediscluster_desired_replicas`` — ready pods vs
   ``spec.replicas``;
-- ``rediscluster_master_epoch`` — the failover epoch recorded in status.
+- ``rediscluster_master_epoch`` — the failover epoch recorded in status;
+- ``rediscluster_failover_phase_seconds{phase}`` — how long each phase of a failover took
+  (``detection``: the master unhealthy until the decision; ``decision``: observing and planning;
+  ``epoch_write``; ``promotion``; ``repointing``: every replica re-pointed and the master
+  labelled), a histogram per phase.
 
 Values are set from the status each reconcile computes (so only the leader reports them), and a
 deleted RedisCluster's series are removed.
@@ -18,12 +22,12 @@ from __future__ import annotations
 
 import contextlib
 
-from prometheus_client import Counter, Gauge
+from prometheus_client import Counter, Gauge, Histogram
 
 from examples.rediscluster.api import RedisClusterPhase, RedisClusterStatus
 from pyctrl.metrics import registry
 
-__all__ = ["forget", "observe_failover", "observe_status"]
+__all__ = ["FAILOVER_PHASES", "forget", "observe_failover", "observe_failover_phase", "observe_status"]
 
 _LABELS = ("namespace", "name")
 
@@ -45,9 +49,23 @@ master_epoch = Gauge(
     "rediscluster_master_epoch", "The failover epoch recorded in status.", _LABELS, registry=registry
 )
 
+#: The phases of ``rediscluster_failover_phase_seconds``, in the order they happen.
+FAILOVER_PHASES = ("detection", "decision", "epoch_write", "promotion", "repointing")
+failover_phase = Histogram(
+    "rediscluster_failover_phase_seconds",
+    "Seconds each phase of a failover took.",
+    (*_LABELS, "phase"),
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+    registry=registry,
+)
+
 
 def observe_failover(namespace: str, name: str) -> None:
     failovers.labels(namespace, name).inc()
+
+
+def observe_failover_phase(namespace: str, name: str, phase: str, seconds: float) -> None:
+    failover_phase.labels(namespace, name, phase).observe(seconds)
 
 
 def observe_status(namespace: str, name: str, desired: int, status: RedisClusterStatus) -> None:
@@ -64,8 +82,10 @@ def forget(namespace: str, name: str) -> None:
         _remove(phase, namespace, name, p.value)
     for metric in (failovers, ready_replicas, desired_replicas, master_epoch):
         _remove(metric, namespace, name)
+    for failover_step in FAILOVER_PHASES:
+        _remove(failover_phase, namespace, name, failover_step)
 
 
-def _remove(metric: Counter | Gauge, *labels: str) -> None:
+def _remove(metric: Counter | Gauge | Histogram, *labels: str) -> None:
     with contextlib.suppress(KeyError):  # never observed
         metric.remove(*labels)

@@ -19,7 +19,9 @@ Guarantees:
   (REFERENCE "never promote on one bad probe"); times come from the injected monotonic ``clock``.
 - ``notify(key)`` is called when a cluster's health changes: the master becomes down (window
   elapsed) or recovers, or a pod starts or stops answering (so a returning old master is fenced
-  promptly). Repeated identical states notify once.
+  promptly). Repeated identical states notify once. While the master is failing, a timer at the
+  end of its window reports it down at that instant, not at the next probe (up to ``interval``
+  later).
 - ``stop()`` cancels the loop and every in-flight probe and returns only once all of them ended.
 """
 
@@ -52,6 +54,7 @@ class _Cluster:
     down_after: float
     detectors: dict[str, DownDetector] = field(default_factory=dict)
     state: tuple[bool, frozenset[str]] = (False, frozenset())  # (master down, pods failing)
+    deadline: asyncio.TimerHandle | None = None  # re-evaluates when the master's window ends
 
 
 class HealthProber:
@@ -98,7 +101,9 @@ class HealthProber:
 
     def forget(self, key: ClusterKey) -> None:
         """Stop probing a cluster (deleted); its in-flight probes finish and are ignored."""
-        self._clusters.pop(key, None)
+        cluster = self._clusters.pop(key, None)
+        if cluster is not None and cluster.deadline is not None:
+            cluster.deadline.cancel()
 
     def last_valid_reply(self, key: ClusterKey, pod: str) -> float | None:
         """Clock time of the pod's last valid reply (None: never, or not registered)."""
@@ -131,6 +136,10 @@ class HealthProber:
     async def stop(self) -> None:
         tasks = [t for t in (self._loop_task, *self._inflight.values()) if t is not None]
         self._loop_task = None
+        for cluster in self._clusters.values():
+            if cluster.deadline is not None:
+                cluster.deadline.cancel()
+                cluster.deadline = None
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -176,10 +185,23 @@ class HealthProber:
         failing = frozenset(pod for pod, d in cluster.detectors.items() if not d.answering)
         return down, failing
 
+    def _arm_deadline(self, key: ClusterKey, cluster: _Cluster) -> None:
+        """While the master fails, evaluate again exactly when its down-after window ends."""
+        if cluster.deadline is not None:
+            cluster.deadline.cancel()
+            cluster.deadline = None
+        detector = cluster.detectors.get(cluster.master) if cluster.master is not None else None
+        if detector is None or detector.answering or self._loop_task is None:
+            return
+        remaining = cluster.down_after - detector.unhealthy_for(self._clock())
+        if remaining > 0:
+            cluster.deadline = asyncio.get_running_loop().call_later(remaining, self._report, key)
+
     def _report(self, key: ClusterKey) -> None:
         cluster = self._clusters.get(key)
         if cluster is None:
             return
+        self._arm_deadline(key, cluster)
         state = self._evaluate(key)
         if state == cluster.state:
             return

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
+from examples.rediscluster.metrics import FAILOVER_PHASES
 from pyctrl.metrics import registry
 from pyctrl.testing import eventually
 from tests.operator.conftest import (
@@ -132,8 +133,17 @@ async def test_a_crashed_master_fails_over_without_losing_acknowledged_writes(
     assert missing == [], f"{len(missing)} of {len(acked)} acknowledged writes lost"
     assert violations == []
     assert op_metric("rediscluster_failovers_total", namespace=c.namespace, name="crash") == 1
+    phases = {
+        phase: op_metric(
+            "rediscluster_failover_phase_seconds_sum", namespace=c.namespace, name="crash", phase=phase
+        )
+        for phase in FAILOVER_PHASES
+    }
+    assert phases["promotion"] is not None, phases  # the reconcile that promoted timed its phases
     print(
-        f"failover after crash: first write acknowledged by the new master {took:.2f}s after SHUTDOWN NOSAVE"
+        f"failover after crash: first write acknowledged by the new master {took:.2f}s after "
+        "SHUTDOWN NOSAVE; phases: "
+        + ", ".join(f"{phase} {seconds:.3f}s" for phase, seconds in phases.items() if seconds is not None)
     )
 
 

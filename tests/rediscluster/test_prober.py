@@ -115,6 +115,22 @@ async def test_one_bad_probe_is_not_down_a_whole_window_is(
         await prober.stop()
 
 
+async def test_the_master_is_reported_down_when_its_window_ends_not_at_the_next_probe() -> None:
+    fake, events = FakeRedis(), asyncio.Queue[ClusterKey]()
+    fake.down.add("10.0.0.1")
+    prober = HealthProber(events.put_nowait, interval=30.0, probe=fake)  # one probe round only
+    prober.watch(KEY, ENDPOINTS, master="rc-0", down_after=0.5)
+    await prober.start()
+    try:
+        assert await asyncio.wait_for(events.get(), 5) == KEY  # rc-0 stopped answering
+        assert not prober.master_down(KEY)
+        assert await asyncio.wait_for(events.get(), 5) == KEY  # the timer at the window's end
+        assert prober.master_down(KEY)
+        assert fake.calls["10.0.0.1"] == 1  # no second probe was needed to see it
+    finally:
+        await prober.stop()
+
+
 async def test_a_returning_replica_is_reported(
     harness: tuple[HealthProber, FakeRedis, ManualClock, asyncio.Queue[ClusterKey]],
 ) -> None:

@@ -26,7 +26,9 @@ from typing import Any, Protocol
 
 import orjson
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
+from redis.backoff import NoBackoff
 
 from benchmarks import _procs
 from pyctrl.client.errors import NotFound
@@ -46,7 +48,15 @@ class SystemError_(RuntimeError):
 
 
 def redis_client(ip: str, timeout: float = 0.5) -> aioredis.Redis:
-    return aioredis.Redis(host=ip, port=PORT, socket_timeout=timeout, socket_connect_timeout=timeout)
+    """One attempt per command (redis-py would retry a timed-out command 3 times by default, which
+    would hide how soon the writer notices a hung master)."""
+    return aioredis.Redis(
+        host=ip,
+        port=PORT,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        retry=Retry(NoBackoff(), 0),
+    )
 
 
 async def redis_info(ip: str, section: str = "replication") -> dict[str, Any]:

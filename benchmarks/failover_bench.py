@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import re
 import statistics
 import sys
 import time
@@ -87,7 +88,23 @@ async def faults(ctx: Context, names: list[str]) -> list[Outcome]:
             for system in systems:
                 with contextlib.suppress(Exception):
                     await system.close()
+    operator_phases(ctx.env.log_dir / "operator.log")
     return outcomes
+
+
+def operator_phases(log: Path) -> None:
+    """Print the medians of the phases the operator logged for its failovers ("Failover phases")."""
+    try:
+        lines = [line for line in log.read_text(errors="replace").splitlines() if "Failover phases" in line]
+    except OSError:
+        return
+    phases: dict[str, list[float]] = {}
+    for line in lines:
+        for name, value in re.findall(r"(\w+)_s=([0-9.]+)", line):
+            phases.setdefault(name, []).append(float(value))
+    if phases:
+        figures = ", ".join(f"{name} {statistics.median(v):.3f}s" for name, v in phases.items())
+        print(f"operator failover phases, medians of {len(lines)} failovers (its log): {figures}", flush=True)
 
 
 def _s(value: float | None) -> str:

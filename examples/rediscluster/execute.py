@@ -100,6 +100,8 @@ class PhaseTimer:
 
     detection: float = 0.0
     phases: dict[str, float] = field(default_factory=dict)
+    old_master: str | None = None  # the recorded master when the plan began
+    new_master: str | None = None  # the pod promoted, once it is
     _last: float = field(default_factory=time.monotonic)
 
     def mark(self, phase: str) -> None:
@@ -107,7 +109,7 @@ class PhaseTimer:
         self.phases[phase] = now - self._last
         self._last = now
 
-    def report(self, cluster: RedisCluster, old: str | None, new: str) -> None:
+    def report(self, cluster: RedisCluster) -> None:
         figures = {"detection": self.detection, **self.phases}
         for phase, seconds in figures.items():
             metrics.observe_failover_phase(cluster.namespace, cluster.name, phase, seconds)
@@ -115,8 +117,8 @@ class PhaseTimer:
             "Failover phases",
             cluster=cluster.name,
             namespace=cluster.namespace,
-            old_master=old,
-            new_master=new,
+            old_master=self.old_master,
+            new_master=self.new_master,
             **{f"{phase}_s": round(seconds, 3) for phase, seconds in figures.items()},
         )
 
@@ -133,9 +135,18 @@ class PlanExecutor:
     ) -> tuple[bool, RedisCluster]:
         """(whether anything was done, the cluster as stored after a status write)."""
         timer = timer or PhaseTimer()
+        timer.old_master = cluster.status.current_master if cluster.status else None
+        try:
+            return await self._run_stages(cluster, observed, plan, timer)
+        finally:
+            if timer.new_master is not None and timer.old_master not in (None, timer.new_master):
+                timer.mark("repointing")  # done, or failed and left to the next reconcile
+                timer.report(cluster)
+
+    async def _run_stages(
+        self, cluster: RedisCluster, observed: Observed, plan: Plan, timer: PhaseTimer
+    ) -> tuple[bool, RedisCluster]:
         acted = False
-        failover_from = cluster.status.current_master if cluster.status else None
-        promoted: str | None = None
         unreachable = frozenset(n.pod for n in observed.nodes if not n.reachable)
         for stage in stages(plan.actions, unreachable):
             if isinstance(stage[0], Wait):
@@ -163,14 +174,11 @@ class PlanExecutor:
                 elif isinstance(outcome, BaseException):
                     raise outcome
                 elif isinstance(action, Promote):
-                    promoted = action.pod
-                    self._announce(cluster, failover_from, action.pod)
+                    timer.new_master = action.pod
+                    self._announce(cluster, timer.old_master, action.pod)
                     timer.mark("promotion")
             if failed:
                 return True, cluster
-        if promoted is not None and failover_from not in (None, promoted):
-            timer.mark("repointing")
-            timer.report(cluster, failover_from, promoted)
         return acted, cluster
 
     async def _act(self, cluster: RedisCluster, observed: Observed, action: Action) -> None:

@@ -102,3 +102,19 @@ async def test_the_leader_election_example_hands_over_on_release_and_after_a_los
     times = [float(line.split("s  ", 1)[0].removeprefix("t=")) for line in lines]
     cut, lost, elected = times[4], times[5], times[6]
     assert cut <= lost < elected
+
+
+@pytest.mark.controlplane
+async def test_the_informer_example_sees_each_change_once_in_order_and_its_index_follows_updates(
+    kubeconfig: Path, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    module = runpy.run_path(str(EXAMPLES / "informer_events.py"))
+    await module["run"](str(kubeconfig), namespace)
+    assert capsys.readouterr().out.splitlines() == [
+        "synced: 0 objects cached",
+        "index color=blue: apple, sky; color=red: 0 objects",
+        "on_add apple color=red initial_list=False",
+        "on_add sky color=blue initial_list=False",
+        "on_update apple color red -> blue",
+        "on_delete apple",
+    ]

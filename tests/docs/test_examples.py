@@ -15,6 +15,16 @@ def run(name: str, capsys: pytest.CaptureFixture[str]) -> list[str]:
     return capsys.readouterr().out.splitlines()
 
 
+async def run_on(
+    name: str, kubeconfig: Path, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> list[str]:
+    """Run the example's ``run(kubeconfig, namespace)`` on the session's control plane (not as
+    ``__main__``, which would start a control plane of its own); its stdout lines."""
+    module = runpy.run_path(str(EXAMPLES / name))
+    await module["run"](str(kubeconfig), namespace)
+    return capsys.readouterr().out.splitlines()
+
+
 def test_the_workqueue_tour_shows_each_guarantee(capsys: pytest.CaptureFixture[str]) -> None:
     out = run("workqueue_tour.py", capsys)
     assert out == [
@@ -72,9 +82,7 @@ def test_the_redis_decisions_example_prints_bootstrap_wait_failover_and_switchov
 async def test_the_split_client_example_reads_its_write_from_the_apiserver_then_from_the_cache(
     kubeconfig: Path, namespace: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    module = runpy.run_path(str(EXAMPLES / "split_client.py"))  # not __main__: its own envtest stays off
-    await module["run"](str(kubeconfig), namespace)
-    created, direct, cached = capsys.readouterr().out.splitlines()
+    created, direct, cached = await run_on("split_client.py", kubeconfig, namespace, capsys)
     rv = created.rsplit(" ", 1)[1]
     assert direct == f"api_reader.get: resourceVersion {rv} (the apiserver)"
     assert cached.startswith(f"client.get: resourceVersion {rv} (the cache, once its watch event arrived:")
@@ -84,9 +92,7 @@ async def test_the_split_client_example_reads_its_write_from_the_apiserver_then_
 async def test_the_leader_election_example_hands_over_on_release_and_after_a_lost_renew(
     kubeconfig: Path, namespace: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    module = runpy.run_path(str(EXAMPLES / "leader_election.py"))
-    await module["run"](str(kubeconfig), namespace)
-    lines = capsys.readouterr().out.splitlines()
+    lines = await run_on("leader_election.py", kubeconfig, namespace, capsys)
     steps = [line.split("  ", 1)[1] for line in lines]
     assert steps == [
         "A is leader; the Lease holder is A",
@@ -108,9 +114,7 @@ async def test_the_leader_election_example_hands_over_on_release_and_after_a_los
 async def test_the_informer_example_sees_each_change_once_in_order_and_its_index_follows_updates(
     kubeconfig: Path, namespace: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    module = runpy.run_path(str(EXAMPLES / "informer_events.py"))
-    await module["run"](str(kubeconfig), namespace)
-    assert capsys.readouterr().out.splitlines() == [
+    assert await run_on("informer_events.py", kubeconfig, namespace, capsys) == [
         "synced: 0 objects cached",
         "index color=blue: apple, sky; color=red: 0 objects",
         "on_add apple color=red initial_list=False",

@@ -1,8 +1,8 @@
-"""Where envtest finds etcd, kube-apiserver, kube-controller-manager and kubectl.
+"""Where envtest finds etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl.
 
 Mirrors controller-runtime envtest's ``KUBEBUILDER_ASSETS`` lookup. In order:
 
-1. ``KUBEBUILDER_ASSETS`` (or ``PYCTRL_CONTROLPLANE_BIN_DIR``): a directory holding all four;
+1. ``KUBEBUILDER_ASSETS`` (or ``PYCTRL_CONTROLPLANE_BIN_DIR``): a directory holding all five;
 2. a pyctrl source checkout: ``tools/controlplane/build.sh`` builds them from the Kubernetes Go
    modules into ``~/.cache/pyctrl/controlplane/<version>/bin`` when missing, and prints where.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 __all__ = ["BINARIES", "BinariesError", "bin_dir"]
 
-BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kubectl")
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
 
 
 class BinariesError(RuntimeError):
@@ -39,7 +39,7 @@ def _check(directory: Path, origin: str) -> Path:
 
 
 def bin_dir() -> Path:
-    """The directory holding the four binaries, building them first when they are missing."""
+    """The directory holding the five binaries, building them first when they are missing."""
     for var in ("KUBEBUILDER_ASSETS", "PYCTRL_CONTROLPLANE_BIN_DIR"):
         if os.environ.get(var):
             return _check(Path(os.environ[var]), f"${var}")

@@ -1,8 +1,8 @@
 """How envtest runs each control-plane component: command lines and health probes.
 
 Mirrors controller-runtime ``pkg/internal/testing/controlplane`` (its ``configureEtcd`` /
-``configureAPIServer`` defaults), plus kube-controller-manager and the local node, which
-controller-runtime's envtest does not run. Everything listens on 127.0.0.1 only.
+``configureAPIServer`` defaults), plus kube-controller-manager, kube-scheduler and the local nodes,
+which controller-runtime's envtest does not run. Everything listens on loopback only.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ __all__ = [
     "etcd_post",
     "insecure_ok",
     "local_node_args",
+    "scheduler_args",
 ]
 
 #: ClusterIPs are allocated from here; nothing routes them (Pods are reached by their 127.x IP).
@@ -86,6 +87,21 @@ def controller_manager_args(binary: str, state_dir: Path, pki: Pki, kubeconfig: 
         # Pod IPs are loopback addresses, which Endpoints/EndpointSlices reject: those
         # controllers would only emit warnings, so they are off.
         "--controllers=*,-endpoint,-endpointslice,-endpointslicemirroring",
+        "--leader-elect=false",
+        "--v=1",
+    ]
+
+
+def scheduler_args(binary: str, state_dir: Path, kubeconfig: Path, port: int) -> list[str]:
+    """The real kube-scheduler (default profile: node selectors, affinity, spread, taints)."""
+    return [
+        binary,
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={port}",
+        f"--cert-dir={state_dir / 'pki' / 'scheduler'}",
         "--leader-elect=false",
         "--v=1",
     ]

@@ -2,12 +2,13 @@
 
 ``Environment.start()`` runs etcd, kube-apiserver (RBAC authorization on), kube-controller-manager
 (all default controllers: statefulset, garbage collector, namespace, PV binder, PVC protection,
-service accounts, ...) and, unless turned off, the local node agent that runs Pods as local
-processes (``pyctrl.envtest.node``), all on free loopback ports, and returns once each is ready.
+service accounts, disruption, node lifecycle, ...), kube-scheduler (which binds every Pod) and,
+unless turned off, the local node agent that runs Pods as local processes
+(``pyctrl.envtest.node``), all on free loopback ports, and returns once each is ready.
 
 Guarantees:
-- ``start`` returns only when ``/readyz`` passes, the controller manager is healthy, the local node
-  is Ready and the given CRDs are Established; a failed start stops what it started and raises
+- ``start`` returns only when ``/readyz`` passes, the controller manager and the scheduler are
+  healthy, the local node is Ready and the given CRDs are Established; a failed start stops what it started and raises
   ``EnvtestError`` naming the component and its log file, with the log's last lines;
 - ``stop`` stops every process it started (node first, etcd last) and returns once they are gone;
   an attached environment (the default) also dies with the Python process that started it;
@@ -16,8 +17,8 @@ Guarantees:
   stopped, certificates and etcd data reused);
 - a preferred port that is taken is replaced by a free one.
 
-Differences from controller-runtime: envtest there runs no controller manager and no node; here
-both run so StatefulSets create Pods, garbage collection works and Pods really run.
+Differences from controller-runtime: envtest there runs no controller manager, no scheduler and no
+node; here they run so StatefulSets create Pods, garbage collection works and Pods really run.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from pyctrl.envtest._components import (
     etcd_post,
     insecure_ok,
     local_node_args,
+    scheduler_args,
 )
 from pyctrl.envtest._errors import AlreadyRunning, EnvtestError
 from pyctrl.envtest._http import AdminHTTP, ApiError, poll_until
@@ -54,7 +56,7 @@ from pyctrl.envtest._webhooks import WebhookInstallOptions, install_webhooks, un
 
 __all__ = ["AlreadyRunning", "Environment", "EnvtestError"]
 
-_ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "local-node")
+_ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "local-node")
 
 
 def _tail(path: Path, lines: int = 15) -> str:
@@ -66,7 +68,7 @@ def _tail(path: Path, lines: int = 15) -> str:
 
 
 class Environment:
-    """etcd + kube-apiserver + kube-controller-manager (+ local node) in ``state_dir``.
+    """etcd + kube-apiserver + kube-controller-manager + kube-scheduler (+ local node) in ``state_dir``.
 
     ``state_dir`` defaults to a new temporary directory, removed by ``stop``. ``attached=False``
     (used by ``python -m pyctrl.envtest start``) lets the processes outlive this Python process.
@@ -142,6 +144,7 @@ class Environment:
             self.start_apiserver()
             self._write_admin_kubeconfig()
             self._start_controller_manager()
+            self._start_scheduler()
             if self.local_node:
                 self._start_local_node()
             self._save_state()
@@ -294,6 +297,14 @@ class Environment:
         proc = self._launch("kube-controller-manager", args)
         url = f"https://127.0.0.1:{self.ports['controller_manager']}/healthz"
         self._wait(proc, "kube-controller-manager /healthz", lambda: insecure_ok(url))
+
+    def _start_scheduler(self) -> None:
+        self.ports["scheduler"] = free_port(avoid=set(self.ports.values()))
+        port = self.ports["scheduler"]
+        args = scheduler_args(self._bin("kube-scheduler"), self.state_dir, self.kubeconfig_path, port)
+        proc = self._launch("kube-scheduler", args)
+        url = f"https://127.0.0.1:{port}/healthz"
+        self._wait(proc, "kube-scheduler /healthz", lambda: insecure_ok(url))
 
     def _start_local_node(self) -> None:
         if importlib.util.find_spec("pyctrl.envtest.node") is None:

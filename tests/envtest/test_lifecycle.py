@@ -48,7 +48,7 @@ def state_dir(tmp_path: Path) -> Iterator[Path]:
 def test_stop_leaves_no_process_running() -> None:
     env = Environment(local_node=False).start()
     pids = env.pids()
-    assert set(pids) == {"etcd", "kube-apiserver", "kube-controller-manager"}
+    assert set(pids) == {"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}
     assert all(pid_alive(pid) for pid in pids.values())
     state_dir = env.state_dir
     env.stop()
@@ -80,7 +80,7 @@ def test_cli_start_status_stop_round_trip(state_dir: Path) -> None:
 
     status = envtest_cli("status", "--state-dir", str(state_dir))
     assert status.returncode == 0
-    assert status.stdout.count("running") == 3
+    assert status.stdout.count("running") == 4
 
     stopped = envtest_cli("stop", "--state-dir", str(state_dir))
     assert stopped.returncode == 0, stopped.stderr
@@ -94,7 +94,7 @@ def test_start_recovers_a_stale_state_dir_from_a_killed_run(state_dir: Path) -> 
     os.kill(killed, signal.SIGKILL)  # a crashed run: the rest survive
     # SIGKILL is delivered asynchronously: a Go process with many threads takes a moment to exit.
     poll_until("the killed kube-apiserver to exit", lambda: not pid_alive(killed), 30)
-    survivors = [old.pids()["etcd"], old.pids()["kube-controller-manager"]]
+    survivors = [old.pids()[name] for name in ("etcd", "kube-controller-manager", "kube-scheduler")]
 
     env = Environment(state_dir=state_dir, local_node=False, attached=False)
     env.start()
@@ -105,7 +105,7 @@ def test_start_recovers_a_stale_state_dir_from_a_killed_run(state_dir: Path) -> 
         Environment(state_dir=state_dir, local_node=False, attached=False).start()
 
 
-def test_cli_bin_dir_prints_the_four_binaries() -> None:
+def test_cli_bin_dir_prints_the_five_binaries() -> None:
     out = envtest_cli("bin-dir")
     assert out.returncode == 0, out.stderr
     directory = Path(out.stdout.strip())
@@ -113,6 +113,7 @@ def test_cli_bin_dir_prints_the_four_binaries() -> None:
         "etcd",
         "kube-apiserver",
         "kube-controller-manager",
+        "kube-scheduler",
         "kubectl",
     ]
 

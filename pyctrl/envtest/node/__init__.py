@@ -1,15 +1,14 @@
-"""The local node: kubelet (and scheduler, and volume provisioner) for one Node, with Pods' containers
-run as local processes — so a StatefulSet of Redis really serves traffic in envtest.
+"""The local node: kubelet (and volume provisioner) for one Node, with Pods' containers run as local
+processes — so a StatefulSet of Redis really serves traffic in envtest.
 
 Started by ``pyctrl.envtest.Environment`` (and ``python -m pyctrl.envtest start``) unless
 ``local_node=False``; standalone: ``python -m pyctrl.envtest.node --kubeconfig K --state-dir D``.
 It talks to the apiserver through kubernetes-asyncio, never through ``pyctrl.client``.
 
 Modules (each mirrors a kubelet piece and states its guarantees):
-``agent`` (start/stop order, Pod dispatch), ``nodestatus`` (Node, Lease), ``scheduler`` (binding),
-``provisioner`` (PersistentVolumes for claims), ``pod`` (one Pod's life, status writes),
-``container`` (restarts, back-off, probes, hooks), ``runtime`` + ``sandbox`` (processes, mount
-namespaces), ``volumes``, ``envvars`` (env and ``$(VAR)``), ``images`` (image -> executable),
+``agent`` (start/stop order, Pod dispatch), ``nodestatus`` (Node, Lease), ``provisioner``
+(PersistentVolumes for claims), ``pod`` (one Pod's life, status writes), ``container`` (restarts,
+back-off, probes, hooks), ``runtime`` + ``sandbox`` (processes, mount namespaces), ``volumes``, ``envvars`` (env and ``$(VAR)``), ``images`` (image -> executable),
 ``probes``, ``status`` (phase and conditions), ``addresses`` (loopback Pod IPs), ``kube``
 (apiserver access, list+watch). What is and is not supported: ``docs/local-node.md``.
 """

@@ -40,9 +40,6 @@ def parse_args(argv: list[str] | None = None) -> tuple[NodeConfig, bool]:
         "--stop-grace", type=float, default=5.0, help="SIGTERM grace for pods on node stop (s)"
     )
     parser.add_argument(
-        "--no-scheduler", action="store_true", help="do not bind pending Pods (another node does)"
-    )
-    parser.add_argument(
         "--no-provisioner", action="store_true", help="do not provision volumes (another node does)"
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -55,7 +52,6 @@ def parse_args(argv: list[str] | None = None) -> tuple[NodeConfig, bool]:
         backoff_initial=args.backoff_initial,
         backoff_max=args.backoff_max,
         stop_grace=args.stop_grace,
-        scheduler=not args.no_scheduler,
         provisioner=not args.no_provisioner,
     ), args.verbose
 

@@ -1,13 +1,13 @@
-"""The local node agent: kubelet (plus scheduler and volume provisioner) for one Node.
+"""The local node agent: kubelet (plus a volume provisioner) for one Node.
 
-Start order: watches (Pods bound here, pending Pods, claims, volumes) → initial lists synced →
+Pods are bound to nodes by the real kube-scheduler that envtest runs; the agent runs the Pods bound
+to its Node. Start order: watches (Pods bound here, claims, volumes) → initial lists synced →
 Node registered Ready and Lease renewed → Pod workers run as Pods arrive. Stop order: every Pod's
 containers (SIGTERM, ``stop_grace`` seconds, SIGKILL, in parallel) → Node reported NotReady →
 connections closed.
 
 Guarantees:
-- ``scheduler=False`` / ``provisioner=False`` (for a second node on the same control plane) leave
-  binding pending Pods and provisioning volumes to another node;
+- ``provisioner=False`` leaves provisioning volumes to another node;
 - the Node turns Ready only after every watch has its initial list, so a Pod created once the
   Node is Ready is seen;
 - one worker per Pod uid (``pod.PodWorker``); the worker always sees the Pod's latest version;
@@ -32,7 +32,6 @@ from pyctrl.envtest.node.kube import ApiError, Informer, Kube
 from pyctrl.envtest.node.nodestatus import NodeStatus, machine_capacity
 from pyctrl.envtest.node.pod import NodeContext, PodWorker
 from pyctrl.envtest.node.provisioner import Provisioner
-from pyctrl.envtest.node.scheduler import Scheduler
 
 __all__ = ["NodeAgent", "NodeConfig"]
 
@@ -48,7 +47,6 @@ class NodeConfig:
     backoff_initial: float = 10.0
     backoff_max: float = 300.0
     stop_grace: float = 5.0
-    scheduler: bool = True
     provisioner: bool = True
 
 
@@ -116,17 +114,12 @@ class NodeAgent:
             pods = Informer(
                 kube, "/api/v1/pods", self._pod_changed, field_selector=f"spec.nodeName={config.node_name}"
             )
-            scheduler = Scheduler(kube, config.node_name, node.labels)
             # Claims and volumes first: the Pods found by the first list need them for their volumes.
             background = [asyncio.create_task(provisioner.run(), name="provisioner")]
             if not await _until_synced([provisioner.claims.synced, provisioner.volumes.synced], stop):
                 return
             background.append(asyncio.create_task(pods.run(), name="pods"))
-            synced = [pods.synced]
-            if config.scheduler:
-                background.append(asyncio.create_task(scheduler.run(), name="scheduler"))
-                synced.append(scheduler.informer.synced)
-            if not await _until_synced(synced, stop):
+            if not await _until_synced([pods.synced], stop):
                 return
             if not await _register(node, stop):
                 return

@@ -11,7 +11,7 @@ server (controller-runtime's ``WebhookInstallOptions``).
 from pyctrl.envtest._binaries import BINARIES, BinariesError, bin_dir
 from pyctrl.envtest._http import poll_until
 from pyctrl.envtest._webhooks import WebhookInstallOptions
-from pyctrl.envtest.environment import AlreadyRunning, Environment, EnvtestError
+from pyctrl.envtest.environment import AlreadyRunning, Environment, EnvtestError, NodeError
 
 __all__ = [
     "BINARIES",
@@ -19,6 +19,7 @@ __all__ = [
     "BinariesError",
     "Environment",
     "EnvtestError",
+    "NodeError",
     "WebhookInstallOptions",
     "bin_dir",
     "poll_until",

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import ssl
-import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -18,6 +17,8 @@ from typing import Any
 from pyctrl.envtest._certs import Pki
 
 __all__ = [
+    "NODE_MONITOR_GRACE",
+    "NODE_MONITOR_PERIOD",
     "SERVICE_CIDR",
     "apiserver_args",
     "controller_manager_args",
@@ -25,12 +26,16 @@ __all__ = [
     "etcd_healthy",
     "etcd_post",
     "insecure_ok",
-    "local_node_args",
     "scheduler_args",
 ]
 
 #: ClusterIPs are allocated from here; nothing routes them (Pods are reached by their 127.x IP).
 SERVICE_CIDR = "10.0.0.0/24"
+
+#: kube-controller-manager's node lifecycle timing (seconds): how often it looks at the nodes, and
+#: how long a node may go without renewing its Lease before it is NotReady (real default: 5 s, 40 s).
+NODE_MONITOR_PERIOD = 2
+NODE_MONITOR_GRACE = 15
 
 
 def etcd_args(binary: str, state_dir: Path, client_url: str, peer_url: str) -> list[str]:
@@ -49,6 +54,7 @@ def etcd_args(binary: str, state_dir: Path, client_url: str, peer_url: str) -> l
 
 
 def apiserver_args(binary: str, state_dir: Path, pki: Pki, etcd_url: str, port: int) -> list[str]:
+    kubelet_client = pki.client_cert("kube-apiserver-kubelet-client", ("system:masters",))
     return [
         binary,
         f"--etcd-servers={etcd_url}",
@@ -63,6 +69,13 @@ def apiserver_args(binary: str, state_dir: Path, pki: Pki, etcd_url: str, port: 
         f"--service-account-key-file={pki.sa_pub}",
         f"--service-account-signing-key-file={pki.sa_key}",
         f"--service-cluster-ip-range={SERVICE_CIDR}",
+        # The kubelet API (logs): the apiserver authenticates to each node with this client
+        # certificate, verifies the node's serving certificate against the CA, and dials the
+        # node's InternalIP (its Hostname address is not resolvable).
+        f"--kubelet-client-certificate={kubelet_client[0]}",
+        f"--kubelet-client-key={kubelet_client[1]}",
+        f"--kubelet-certificate-authority={pki.ca_cert}",
+        "--kubelet-preferred-address-types=InternalIP",
         "--authorization-mode=RBAC",
         "--allow-privileged=true",
         "--profiling=false",
@@ -87,6 +100,12 @@ def controller_manager_args(binary: str, state_dir: Path, pki: Pki, kubeconfig: 
         # Pod IPs are loopback addresses, which Endpoints/EndpointSlices reject: those
         # controllers would only emit warnings, so they are off.
         "--controllers=*,-endpoint,-endpointslice,-endpointslicemirroring",
+        # Node lifecycle: a node whose Lease is not renewed for NODE_MONITOR_GRACE is marked
+        # Ready=Unknown, its Pods Ready=False, and tainted node.kubernetes.io/unreachable
+        # (NoSchedule + NoExecute); the nodes renew every 2 s. Pods are evicted once the taint's
+        # tolerationSeconds (300 s, DefaultTolerationSeconds admission) have passed.
+        f"--node-monitor-period={NODE_MONITOR_PERIOD}s",
+        f"--node-monitor-grace-period={NODE_MONITOR_GRACE}s",
         "--leader-elect=false",
         "--v=1",
     ]
@@ -104,17 +123,6 @@ def scheduler_args(binary: str, state_dir: Path, kubeconfig: Path, port: int) ->
         f"--cert-dir={state_dir / 'pki' / 'scheduler'}",
         "--leader-elect=false",
         "--v=1",
-    ]
-
-
-def local_node_args(kubeconfig: Path, state_dir: Path, node_name: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "pyctrl.envtest.node",
-        f"--kubeconfig={kubeconfig}",
-        f"--state-dir={state_dir / 'node'}",
-        f"--node-name={node_name}",
     ]
 
 

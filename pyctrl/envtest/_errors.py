@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["AlreadyRunning", "EnvtestError"]
+__all__ = ["AlreadyRunning", "EnvtestError", "NodeError"]
 
 
 class EnvtestError(RuntimeError):
@@ -11,3 +11,7 @@ class EnvtestError(RuntimeError):
 
 class AlreadyRunning(EnvtestError):
     """``start`` was called on a state directory whose control plane is running."""
+
+
+class NodeError(EnvtestError):
+    """A node name the environment does not have, stopping a stopped node or starting a running one."""

@@ -95,6 +95,11 @@ class ManagedProcess:
     def exit_code(self) -> int | None:
         return None if self.popen is None else self.popen.poll()
 
+    def terminate(self) -> None:
+        """SIGTERM the process group (``stop`` then waits for it)."""
+        if self.alive():
+            self._signal(signal.SIGTERM)
+
     def stop(self, grace: float = 10.0) -> None:
         """SIGTERM the process group, SIGKILL after ``grace`` seconds; return once it is gone."""
         if not self.alive():

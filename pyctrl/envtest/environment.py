@@ -3,18 +3,24 @@
 ``Environment.start()`` runs etcd, kube-apiserver (RBAC authorization on), kube-controller-manager
 (all default controllers: statefulset, garbage collector, namespace, PV binder, PVC protection,
 service accounts, disruption, node lifecycle, ...), kube-scheduler (which binds every Pod) and,
-unless turned off, the local node agent that runs Pods as local processes
-(``pyctrl.envtest.node``), all on free loopback ports, and returns once each is ready.
+unless turned off, ``nodes`` local nodes that run Pods as local processes
+(``pyctrl.envtest.node``), all on loopback, and returns once each is ready.
 
 Guarantees:
 - ``start`` returns only when ``/readyz`` passes, the controller manager and the scheduler are
-  healthy, the local node is Ready and the given CRDs are Established; a failed start stops what it started and raises
-  ``EnvtestError`` naming the component and its log file, with the log's last lines;
-- ``stop`` stops every process it started (node first, etcd last) and returns once they are gone;
-  an attached environment (the default) also dies with the Python process that started it;
-- a state directory records pids and ports (``state.json``): ``start`` on a directory whose control
-  plane still runs raises ``AlreadyRunning``; one left by a killed run is recovered (survivors are
-  stopped, certificates and etcd data reused);
+  healthy, every node is Ready (and not tainted unreachable) and the given CRDs are Established;
+  a failed start stops what it started and raises ``EnvtestError`` naming the component and its
+  log file, with the log's last lines;
+- ``stop`` stops every process it started (the nodes together first, etcd last) and returns once
+  they are gone; an attached environment (the default) also dies with the Python process that
+  started it;
+- ``stop_node`` is a power loss (``_nodes.power_off``), ``start_node`` a reboot; a name the
+  environment does not have, stopping a stopped node or starting a running one raise ``NodeError``
+  and change nothing;
+- a state directory records pids, ports and node names (``state.json``), so ``attach`` (the CLI)
+  sees what a test started and vice versa: ``start`` on a directory whose control plane still runs
+  raises ``AlreadyRunning``; one left by a killed run is recovered (survivors are stopped,
+  certificates and etcd data reused);
 - a preferred port that is taken is replaced by a free one.
 
 Differences from controller-runtime: envtest there runs no controller manager, no scheduler and no
@@ -44,19 +50,20 @@ from pyctrl.envtest._components import (
     etcd_healthy,
     etcd_post,
     insecure_ok,
-    local_node_args,
     scheduler_args,
 )
-from pyctrl.envtest._errors import AlreadyRunning, EnvtestError
+from pyctrl.envtest._errors import AlreadyRunning, EnvtestError, NodeError
 from pyctrl.envtest._http import AdminHTTP, ApiError, poll_until
 from pyctrl.envtest._kubeconfig import write_kubeconfig
 from pyctrl.envtest._manifests import load_manifests
+from pyctrl.envtest._nodes import node_args, node_names, power_off
 from pyctrl.envtest._process import ManagedProcess, free_port, pid_alive, port_free, start_process
 from pyctrl.envtest._webhooks import WebhookInstallOptions, install_webhooks, uninstall_webhooks
 
-__all__ = ["AlreadyRunning", "Environment", "EnvtestError"]
+__all__ = ["AlreadyRunning", "Environment", "EnvtestError", "NodeError"]
 
-_ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "local-node")
+_CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+_NODE_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 
 
 def _tail(path: Path, lines: int = 15) -> str:
@@ -68,10 +75,14 @@ def _tail(path: Path, lines: int = 15) -> str:
 
 
 class Environment:
-    """etcd + kube-apiserver + kube-controller-manager + kube-scheduler (+ local node) in ``state_dir``.
+    """etcd + kube-apiserver + kube-controller-manager + kube-scheduler (+ local nodes) in
+    ``state_dir``.
 
     ``state_dir`` defaults to a new temporary directory, removed by ``stop``. ``attached=False``
     (used by ``python -m pyctrl.envtest start``) lets the processes outlive this Python process.
+    ``nodes`` local nodes run (default 1, named ``local-node``; more are ``local-node-1`` ..
+    ``local-node-N`` over zones zone-a/b/c): ``node_names`` lists them, ``stop_node`` /
+    ``start_node`` power one off and on again.
     """
 
     def __init__(
@@ -80,11 +91,13 @@ class Environment:
         state_dir: Path | str | None = None,
         crd_directory_paths: Sequence[Path | str] = (),
         local_node: bool = True,
+        nodes: int = 1,
         node_name: str = "local-node",
         api_port: int | None = None,
         attached: bool = True,
         start_timeout: float = 90.0,
     ) -> None:
+        self.node_names: list[str] = node_names(nodes, node_name) if local_node else []
         self._owns_dir = state_dir is None
         self.state_dir = Path(state_dir) if state_dir else Path(tempfile.mkdtemp(prefix="pyctrl-envtest-"))
         self.crd_directory_paths = [Path(p) for p in crd_directory_paths]
@@ -145,8 +158,7 @@ class Environment:
             self._write_admin_kubeconfig()
             self._start_controller_manager()
             self._start_scheduler()
-            if self.local_node:
-                self._start_local_node()
+            self._start_nodes(self.node_names)
             self._save_state()
             if self.crd_directory_paths:
                 self.install_crds(self.crd_directory_paths)
@@ -160,12 +172,13 @@ class Environment:
         if self.attached:
             atexit.unregister(self.stop)
         errors = []
-        for name in reversed(_ORDER):
-            proc = self.processes.pop(name, None)
-            if proc is None:
-                continue
+        nodes = [self.processes.pop(n) for n in self.node_names if n in self.processes]
+        for node in nodes:  # all at once: each stops its Pods (SIGTERM, 5 s grace, SIGKILL)
+            node.terminate()
+        control_plane = [self.processes.pop(n) for n in reversed(_CONTROL_PLANE) if n in self.processes]
+        for proc in [*nodes, *control_plane]:
             try:
-                proc.stop(grace=30.0 if name == "local-node" else 10.0)
+                proc.stop(grace=30.0 if proc in nodes else 10.0)
             except RuntimeError as exc:
                 errors.append(str(exc))
         self.state_file.unlink(missing_ok=True)
@@ -184,7 +197,7 @@ class Environment:
     def attach(cls, state_dir: Path | str) -> Environment:
         """An ``Environment`` for a control plane started detached in ``state_dir``."""
         env = cls(state_dir=state_dir, attached=False)
-        env._load_state()
+        env.node_names = env._load_state().get("nodes", env.node_names)
         if env.ports:
             env._connect()
         return env
@@ -306,29 +319,76 @@ class Environment:
         url = f"https://127.0.0.1:{port}/healthz"
         self._wait(proc, "kube-scheduler /healthz", lambda: insecure_ok(url))
 
-    def _start_local_node(self) -> None:
-        if importlib.util.find_spec("pyctrl.envtest.node") is None:
+    def _start_nodes(self, names: Sequence[str]) -> None:
+        """Launch the nodes together; return once each is Ready and untainted by the node
+        lifecycle controller (a restarted node's unreachable taint is gone)."""
+        if names and importlib.util.find_spec("pyctrl.envtest.node") is None:
             raise EnvtestError(
                 "the local node (pyctrl.envtest.node) is not installed; start with local_node=False "
                 "(PYCTRL_ENVTEST_LOCAL_NODE=0 for the pytest fixture, --no-local-node for the CLI)"
             )
-        args = local_node_args(self.kubeconfig_path, self.state_dir, self.node_name)
-        proc = self._launch("local-node", args)
-        self._wait(proc, f"node {self.node_name} Ready", self._node_ready)
+        launched = []
+        for name in names:
+            args = node_args(self.kubeconfig_path, self.state_dir, name, self.node_names.index(name))
+            launched.append(self._launch(name, args))
+        for proc in launched:
+            self._wait(proc, f"node {proc.name} Ready", functools.partial(self._node_ready, proc.name))
 
-    def _node_ready(self) -> bool:
+    def _node_ready(self, name: str) -> bool:
         try:
-            node = self.http.get(f"/api/v1/nodes/{self.node_name}")
+            node = self.http.get(f"/api/v1/nodes/{name}")
         except ApiError:
             return False
         conditions = (node.get("status") or {}).get("conditions") or []
-        return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+        taints = (node.get("spec") or {}).get("taints") or []
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions) and not any(
+            t.get("key") in _NODE_TAINTS for t in taints
+        )
+
+    # -- nodes ---------------------------------------------------------------------------------
+    def node_dir(self, name: str) -> Path:
+        """Node ``name``'s state: its Pods' directories (logs) under ``pods/``."""
+        self._known_node(name)
+        return self.state_dir / "nodes" / name
+
+    def _known_node(self, name: str) -> None:
+        if name not in self.node_names:
+            known = ", ".join(self.node_names) or "none (started with local_node=False)"
+            raise NodeError(f"no node {name!r} in this environment; its nodes: {known}")
+
+    def stop_node(self, name: str) -> None:
+        """Power node ``name`` off: its process and every container on it SIGKILLed at once, no
+        graceful shutdown. Its Lease stops being renewed; kube-controller-manager marks it NotReady
+        after ``--node-monitor-grace-period`` and taints it, as in a real cluster."""
+        self._known_node(name)
+        proc = self.processes.get(name)
+        if proc is None:
+            raise NodeError(f"node {name!r} is already stopped")
+        try:
+            power_off(proc, self.node_dir(name))
+        except RuntimeError as exc:
+            raise EnvtestError(str(exc)) from exc
+        del self.processes[name]
+        self._save_state()
+
+    def start_node(self, name: str) -> None:
+        """Boot node ``name`` again after ``stop_node``: its old containers are gone; it finds the
+        Pods still bound to it and runs them anew, as a kubelet does after a reboot. Returns once
+        the node is Ready and its unreachable taint removed."""
+        self._known_node(name)
+        if name in self.processes:
+            raise NodeError(f"node {name!r} is already running (pid {self.processes[name].pid})")
+        try:
+            self._start_nodes([name])
+        finally:
+            self._save_state()
 
     # -- state file ----------------------------------------------------------------------------
     def _save_state(self) -> None:
         state = {
             "ports": self.ports,
             "bin_dir": str(self.bin_dir),
+            "nodes": self.node_names,
             "processes": [
                 {"name": p.name, "argv": p.argv, "pid": p.pid, "log": str(p.log_path)}
                 for p in self.processes.values()
@@ -338,17 +398,19 @@ class Environment:
         tmp.write_text(json.dumps(state, indent=2))
         tmp.replace(self.state_file)
 
-    def _load_state(self) -> None:
+    def _load_state(self) -> dict[str, Any]:
+        """Ports, binaries and processes from the state file; the whole state (``{}`` if none)."""
         try:
-            state = json.loads(self.state_file.read_text())
+            state: dict[str, Any] = json.loads(self.state_file.read_text())
         except FileNotFoundError:
-            return
+            return {}
         except ValueError as exc:
             raise EnvtestError(f"{self.state_file} is corrupt: {exc}") from exc
         self.ports = {k: int(v) for k, v in state.get("ports", {}).items()}
         self.bin_dir = Path(state["bin_dir"]) if state.get("bin_dir") else None
         for p in state.get("processes", []):
             self.processes[p["name"]] = ManagedProcess(p["name"], p["argv"], Path(p["log"]), int(p["pid"]))
+        return state
 
     def _recover_stale(self) -> None:
         """Refuse a running control plane; stop the survivors of a killed one."""
@@ -360,10 +422,10 @@ class Environment:
                 f"a control plane is already running in {self.state_dir} "
                 f"(pids {sorted(self.pids().values())}); kubeconfig: {self.kubeconfig_path}"
             )
-        for name in reversed(_ORDER):
-            proc = self.processes.pop(name, None)
-            if proc is not None and pid_alive(proc.pid, proc.argv[0]):
+        for proc in reversed(list(self.processes.values())):
+            if pid_alive(proc.pid, proc.argv[0]):
                 proc.stop()
+        self.processes.clear()
         self.state_file.unlink(missing_ok=True)
 
     # -- conveniences for tests ----------------------------------------------------------------

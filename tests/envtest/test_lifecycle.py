@@ -82,9 +82,60 @@ def test_cli_start_status_stop_round_trip(state_dir: Path) -> None:
     assert status.returncode == 0
     assert status.stdout.count("running") == 4
 
+    no_node = envtest_cli("node", "stop", "local-node", "--state-dir", str(state_dir))
+    assert no_node.returncode == 2
+    assert "no node 'local-node' in this environment; its nodes: none" in no_node.stderr
+
     stopped = envtest_cli("stop", "--state-dir", str(state_dir))
     assert stopped.returncode == 0, stopped.stderr
     assert [pid for pid in pids.values() if pid_alive(pid)] == []
+
+
+def test_cli_nodes_stop_and_start_and_refuse_bad_input(state_dir: Path) -> None:
+    zero = envtest_cli("start", "--state-dir", str(state_dir), "--nodes", "0")
+    assert zero.returncode == 2
+    assert "--nodes: must be at least 1, got 0" in zero.stderr
+    assert not state_dir.exists()  # refused before anything started
+
+    started = envtest_cli("start", "--state-dir", str(state_dir), "--nodes", "2")
+    assert started.returncode == 0, started.stderr
+    env = Environment.attach(state_dir)
+    assert env.node_names == ["local-node-1", "local-node-2"]
+    node_pid = env.pids()["local-node-2"]
+
+    def node(*args: str) -> subprocess.CompletedProcess[str]:
+        return envtest_cli("node", *args, "--state-dir", str(state_dir))
+
+    unknown = node("stop", "local-node-9")
+    assert unknown.returncode == 2
+    assert (
+        "no node 'local-node-9' in this environment; its nodes: local-node-1, local-node-2" in unknown.stderr
+    )
+    running = node("start", "local-node-2")
+    assert running.returncode == 2
+    assert f"node 'local-node-2' is already running (pid {node_pid})" in running.stderr
+
+    off = node("stop", "local-node-2")
+    assert off.returncode == 0, off.stderr
+    assert not pid_alive(node_pid)
+    status = envtest_cli("status", "--state-dir", str(state_dir))
+    assert status.returncode == 0  # a node stopped on purpose is not a failure
+    assert "local-node-2\t-\tstopped" in status.stdout
+    twice = node("stop", "local-node-2")
+    assert twice.returncode == 2
+    assert "node 'local-node-2' is already stopped" in twice.stderr
+
+    on = node("start", "local-node-2")
+    assert on.returncode == 0, on.stderr
+    again = Environment.attach(state_dir)
+    assert pid_alive(again.pids()["local-node-2"])
+    ready = again.http.get("/api/v1/nodes/local-node-2")["status"]["conditions"]
+    assert {"type": "Ready", "status": "True"}.items() <= next(
+        c for c in ready if c["type"] == "Ready"
+    ).items()
+
+    assert envtest_cli("stop", "--state-dir", str(state_dir)).returncode == 0
+    assert [pid for pid in again.pids().values() if pid_alive(pid)] == []
 
 
 def test_start_recovers_a_stale_state_dir_from_a_killed_run(state_dir: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pyctrl.envtest.node.addresses import HOST_IP, AddressesExhausted, AddressPool, claim_block
+from pyctrl.envtest.node.addresses import AddressesExhausted, AddressPool, claim_block
 
 
 def test_addresses_start_at_127_0_1_1_and_are_distinct_loopback_addresses() -> None:
@@ -15,7 +15,8 @@ def test_addresses_start_at_127_0_1_1_and_are_distinct_loopback_addresses() -> N
     got = [pool.allocate(f"uid-{i}") for i in range(600)]
     assert got[0] == "127.0.1.1"
     assert len(set(got)) == 600
-    assert HOST_IP not in got
+    assert pool.node_ip == "127.0.0.1"
+    assert pool.node_ip not in got
     for address in got:
         ip = ipaddress.IPv4Address(address)
         assert ip in ipaddress.IPv4Network("127.0.0.0/8")

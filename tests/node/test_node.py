@@ -4,6 +4,7 @@ whole environment) leaves no Pod process behind."""
 from __future__ import annotations
 
 import ctypes
+import re
 import signal
 import subprocess
 import sys
@@ -32,8 +33,11 @@ async def test_the_node_registers_ready_on_loopback_and_renews_its_lease(kube: K
         "DiskPressure": "False",
         "PIDPressure": "False",
     }
-    assert {"type": "InternalIP", "address": "127.0.0.1"} in node["status"]["addresses"]
+    [internal] = [a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP"]
+    assert re.fullmatch(r"127\.\d+\.0\.1", internal)  # its own loopback block
     assert node["metadata"]["labels"]["kubernetes.io/hostname"] == "local-node"
+    assert node["metadata"]["labels"]["topology.kubernetes.io/zone"] == "zone-a"
+    assert node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"] > 0
     assert int(node["status"]["allocatable"]["pods"]) > 0
     assert node["status"]["nodeInfo"]["kubeletVersion"].startswith("v1.")
     lease_path = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/local-node"
@@ -47,6 +51,7 @@ async def test_the_node_registers_ready_on_loopback_and_renews_its_lease(kube: K
         return renew if renew != first else None
 
     later = await eventually(renewed, within=25, what="the lease to be renewed", interval=0.1)
+    assert lease["spec"]["leaseDurationSeconds"] == 10  # renewed every 2 s
     assert datetime.fromisoformat(later) > datetime.fromisoformat(first)
 
 

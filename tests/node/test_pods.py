@@ -354,7 +354,7 @@ async def test_a_claim_gets_a_local_volume_whose_data_is_removed_with_the_claim(
     assert volume["spec"]["capacity"]["storage"] == "10Mi"
     assert volume["spec"]["claimRef"]["name"] == "data"
     path = Path(volume["spec"]["hostPath"]["path"])
-    assert path.parent == envtest.state_dir / "node" / "volumes"
+    assert path.parent == envtest.state_dir / "volumes"  # shared by the nodes, like network storage
     assert exists(path)
     await kube.request("DELETE", f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/data")
 

@@ -45,13 +45,15 @@ async def test_a_statefulset_of_three_redis_pods_is_ready_with_distinct_ips_that
     kube: Kube, namespace: str
 ) -> None:
     pods = await make_statefulset(kube, namespace, "redis", 3)
+    node = await kube.get("/api/v1/nodes/local-node")
+    [node_ip] = [a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP"]
     ips = [p["status"]["podIP"] for p in pods]
     assert len(set(ips)) == 3
     for pod, ip in zip(pods, ips, strict=True):
         assert ipaddress.IPv4Address(ip) in ipaddress.IPv4Network("127.0.0.0/8")
-        assert ip != "127.0.0.1"
+        assert ip != node_ip
         assert pod["status"]["podIPs"] == [{"ip": ip}]
-        assert pod["status"]["hostIP"] == "127.0.0.1"
+        assert pod["status"]["hostIP"] == node_ip
         assert pod["spec"]["nodeName"] == "local-node"
         assert await redis_cli(ip, "ping") == "PONG"
         assert container_status(pod)["ready"]

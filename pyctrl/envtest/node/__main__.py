@@ -42,6 +42,17 @@ def parse_args(argv: list[str] | None = None) -> tuple[NodeConfig, bool]:
     parser.add_argument(
         "--no-provisioner", action="store_true", help="do not provision volumes (another node does)"
     )
+    parser.add_argument("--zone", default="zone-a", help="the topology.kubernetes.io/zone label")
+    parser.add_argument(
+        "--volumes-dir", type=Path, default=None, help="provisioned volumes' data (default STATE_DIR/volumes)"
+    )
+    parser.add_argument(
+        "--cluster-pki-dir",
+        type=Path,
+        default=None,
+        help="the cluster CA's directory (ca.crt, ca.key): the kubelet API trusts client certificates "
+        "it signed and serves a certificate it issues; without it the kubelet API is off",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     args = parser.parse_args(argv)
     return NodeConfig(
@@ -53,6 +64,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[NodeConfig, bool]:
         backoff_max=args.backoff_max,
         stop_grace=args.stop_grace,
         provisioner=not args.no_provisioner,
+        zone=args.zone,
+        volumes_dir=args.volumes_dir.resolve() if args.volumes_dir else None,
+        cluster_pki=args.cluster_pki_dir.resolve() if args.cluster_pki_dir else None,
     ), args.verbose
 
 

@@ -5,8 +5,10 @@ configuration; each Pod gets its own address there and its containers bind it (f
 ``status.podIP`` from the downward API).
 
 Guarantees:
+- the node's own address (its InternalIP, the Pods' hostIP, where its kubelet API listens) is
+  ``127.<block>.0.1`` (``node_ip``): 127.0.0.1 for the first node on the machine;
 - every address handed out lies in 127.0.0.0/8, in the node's range ``127.<block>.1.1`` upwards;
-  addresses ending in .0 or .255 are never used, and 127.0.0.1 (the node's hostIP) never;
+  addresses ending in .0 or .255 are never used, and the node's own address never;
 - an address is held by one Pod (uid) at a time until ``release``; the same uid asks twice, it gets
   the same address;
 - like host-local, allocation continues after the last address handed out (wrapping around), so a
@@ -25,9 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import IO
 
-__all__ = ["HOST_IP", "AddressPool", "AddressesExhausted", "claim_block"]
-
-HOST_IP = "127.0.0.1"
+__all__ = ["AddressPool", "AddressesExhausted", "claim_block"]
 
 
 class AddressesExhausted(RuntimeError):
@@ -48,6 +48,11 @@ class AddressPool:
         self._by_uid: dict[str, int] = {}
         self._used: set[int] = set()
         self._next = 0
+
+    @property
+    def node_ip(self) -> str:
+        """The node's own address: ``127.<block>.0.1``."""
+        return f"127.{self.block}.0.1"
 
     def __contains__(self, address: str) -> bool:
         return self._index(address) is not None

@@ -1,13 +1,19 @@
 """The local node agent: kubelet (plus a volume provisioner) for one Node.
 
 Pods are bound to nodes by the real kube-scheduler that envtest runs; the agent runs the Pods bound
-to its Node. Start order: watches (Pods bound here, claims, volumes) → initial lists synced →
-Node registered Ready and Lease renewed → Pod workers run as Pods arrive. Stop order: every Pod's
+to its Node. Start order: loopback block claimed (the node's address and Pod range) → watches
+(Pods bound here, claims, volumes) → initial lists synced → kubelet API listening → Node
+registered Ready and Lease renewed → Pod workers run as Pods arrive. Stop order: every Pod's
 containers (SIGTERM, ``stop_grace`` seconds, SIGKILL, in parallel) → Node reported NotReady →
-connections closed.
+kubelet API and connections closed.
 
 Guarantees:
-- ``provisioner=False`` leaves provisioning volumes to another node;
+- several agents on one control plane each run their own Node; all provision volumes (creating a
+  volume is idempotent: its name is the claim's uid) into the shared ``volumes_dir``, so claims
+  keep being provisioned while any node lives, and a volume is reachable from every node (like
+  network storage: no node affinity); ``provisioner=False`` leaves provisioning to the others;
+- a restarted agent is a rebooted node: it finds the Pods bound to its Node, their old containers
+  gone, and starts them again (restart counts continue; Pods deleted meanwhile are finished);
 - the Node turns Ready only after every watch has its initial list, so a Pod created once the
   Node is Ready is seen;
 - one worker per Pod uid (``pod.PodWorker``); the worker always sees the Pod's latest version;
@@ -22,16 +28,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pyctrl.envtest._certs import Pki
 from pyctrl.envtest.node.addresses import AddressPool, claim_block
 from pyctrl.envtest.node.images import DEFAULT_IMAGE_MAP, ImageMap
 from pyctrl.envtest.node.kube import ApiError, Informer, Kube
 from pyctrl.envtest.node.nodestatus import NodeStatus, machine_capacity
 from pyctrl.envtest.node.pod import NodeContext, PodWorker
 from pyctrl.envtest.node.provisioner import Provisioner
+from pyctrl.envtest.node.server import KubeletServer, PodView
 
 __all__ = ["NodeAgent", "NodeConfig"]
 
@@ -48,6 +57,9 @@ class NodeConfig:
     backoff_max: float = 300.0
     stop_grace: float = 5.0
     provisioner: bool = True
+    zone: str = "zone-a"
+    volumes_dir: Path | None = None  # default: <state_dir>/volumes
+    cluster_pki: Path | None = None  # envtest's CA (ca.crt, ca.key); None: no kubelet API
 
 
 async def _until_synced(events: list[asyncio.Event], stop: asyncio.Event) -> bool:
@@ -91,12 +103,13 @@ class NodeAgent:
         block, lock = claim_block()
         kube = await Kube.from_kubeconfig(str(config.kubeconfig))
         background: list[asyncio.Task[Any]] = []
+        closers: list[Callable[[], Awaitable[None]]] = []
         try:
             capacity = machine_capacity(config.state_dir)
-            node = NodeStatus(kube, config.node_name, capacity)
+            addresses = AddressPool(block)
             provisioner = Provisioner(
                 kube,
-                config.state_dir / "volumes",
+                config.volumes_dir or config.state_dir / "volumes",
                 provision=config.provisioner,
                 on_claims_changed=self._poke_all,
             )
@@ -105,7 +118,7 @@ class NodeAgent:
                 node_name=config.node_name,
                 state_dir=config.state_dir,
                 image_map=self.image_map,
-                addresses=AddressPool(block),
+                addresses=addresses,
                 claim_path=provisioner.claim_path,
                 capacity=capacity,
                 backoff_initial=config.backoff_initial,
@@ -121,12 +134,28 @@ class NodeAgent:
             background.append(asyncio.create_task(pods.run(), name="pods"))
             if not await _until_synced([pods.synced], stop):
                 return
+            kubelet_port = 0
+            if config.cluster_pki is not None:
+                server = KubeletServer(kube, config.node_name, addresses.node_ip, self._pod_views)
+                ctx = server.ssl_context(Pki(config.cluster_pki), config.state_dir / "pki")
+                kubelet_port = await server.start(ctx)
+                closers.append(server.close)
+            node = NodeStatus(
+                kube,
+                config.node_name,
+                capacity,
+                ip=addresses.node_ip,
+                zone=config.zone,
+                kubelet_port=kubelet_port,
+            )
             if not await _register(node, stop):
                 return
             log.info(
-                "node %s Ready (pod addresses 127.%d.x.y, state %s, images %s)",
+                "node %s Ready (address %s, pods 127.%d.x.y, kubelet API port %d, state %s, images %s)",
                 config.node_name,
+                addresses.node_ip,
                 block,
+                kubelet_port,
                 config.state_dir,
                 config.image_map,
             )
@@ -141,6 +170,8 @@ class NodeAgent:
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
+            for close in closers:
+                await close()
             await kube.close()
             lock.close()
 
@@ -151,6 +182,9 @@ class NodeAgent:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _pod_views(self) -> list[PodView]:
+        return list(self.workers.values())
 
     def _poke_all(self) -> None:
         for worker in self.workers.values():

@@ -19,6 +19,8 @@ Guarantees:
 - a terminated state carries the termination message: what the container wrote to its
   ``terminationMessagePath`` (a per-start file the pod bind-mounts there), or with
   ``FallbackToLogsOnError`` after a failure the tail of its log;
+- each started instance is recorded in the log's instance index (``logs.py``), so the kubelet API
+  serves the current and the previous instance's output;
 - ``stop(grace, pre_stop=True)`` runs the preStop hook (bounded by ``grace``), then SIGTERM, and
   SIGKILL at the end of the grace period; no restart happens after it.
 """
@@ -33,6 +35,7 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any, Protocol
 
+from pyctrl.envtest.node import logs
 from pyctrl.envtest.node.envvars import ConfigError, expand, static_env
 from pyctrl.envtest.node.images import ImageNotMapped, StartError
 from pyctrl.envtest.node.probes import ProbeContext, ProbeResult, ProbeSpec, ProbeTracker, check, run_handler
@@ -118,6 +121,10 @@ class Container:
             status["containerID"] = f"pyctrl://{self.process.pid}"
         return status
 
+    def running(self) -> bool:
+        """True while an instance of the container runs."""
+        return self.process is not None and self.process.returncode is None
+
     def _set(self, state: dict[str, Any], *, ready: bool | None = None) -> None:
         self.state = state
         if ready is not None:
@@ -134,7 +141,9 @@ class Container:
             try:
                 launch = await self.host.launch_for(self.spec)
                 self.image_id = f"local://{launch.executable}"
+                offset = logs.log_size(launch.log_path)
                 self.process = await start_container(launch)
+                logs.begin_instance(launch.log_path, offset)
                 if self._stopping.is_set():
                     await self.process.stop(self._stop_grace)
             except ImageNotMapped as exc:

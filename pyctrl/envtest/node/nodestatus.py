@@ -1,13 +1,18 @@
 """The Node object and its heartbeats (kubelet ``kubelet_node_status`` + ``nodelease``).
 
 Guarantees:
-- ``register`` creates the Node (or adopts an existing one of the same name) with labels
-  ``kubernetes.io/hostname``, ``kubernetes.io/os``, ``kubernetes.io/arch``, address InternalIP
-  127.0.0.1, capacity/allocatable from this machine (cpu, memory, ephemeral-storage, pods 110) and
-  the conditions Ready, MemoryPressure, DiskPressure, PIDPressure;
-- ``renew_lease`` keeps ``kube-node-lease/<node>`` held by the node (leaseDurationSeconds 40,
-  renewed every 10 s by ``run``), owned by the Node, so the node lifecycle controller never
-  marks it NotReady while the agent lives; the Node status is re-posted every 60 s;
+- ``register`` creates the Node (or adopts an existing one of the same name, keeping its spec:
+  a cordon or taints survive a node restart) with labels ``kubernetes.io/hostname``,
+  ``kubernetes.io/os``, ``kubernetes.io/arch``, ``topology.kubernetes.io/zone`` and ``/region``,
+  addresses InternalIP (the node's own loopback address) and Hostname, the kubelet API port in
+  ``status.daemonEndpoints.kubeletEndpoint.Port``, capacity/allocatable from this machine (cpu,
+  memory, ephemeral-storage, pods 110) and the conditions Ready, MemoryPressure, DiskPressure,
+  PIDPressure;
+- ``renew_lease`` keeps ``kube-node-lease/<node>`` held by the node (leaseDurationSeconds 10,
+  renewed every ``RENEW_INTERVAL`` = 2 s by ``run``: the kubelet's 40 s / 10 s scaled down so that
+  envtest's short ``--node-monitor-grace-period`` notices a lost node quickly), owned by the Node,
+  so the node lifecycle controller never marks it NotReady while the agent lives; the Node status
+  is re-posted every 60 s;
 - ``set_ready(False)`` on shutdown reports ``Ready=False`` (reason KubeletNotReady).
 """
 
@@ -22,15 +27,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pyctrl.envtest.node.addresses import HOST_IP
 from pyctrl.envtest.node.kube import ApiError, Kube
 from pyctrl.envtest.node.status import now_rfc3339
 
-__all__ = ["LEASE_DURATION", "NodeStatus", "machine_capacity"]
+__all__ = ["LEASE_DURATION", "RENEW_INTERVAL", "NodeStatus", "machine_capacity"]
 
 log = logging.getLogger(__name__)
 
-LEASE_DURATION = 40
+LEASE_DURATION = 10
+RENEW_INTERVAL = 2.0
+_STATUS_EVERY = 30  # renewals between two full status posts (60 s)
 LEASE_NAMESPACE = "kube-node-lease"
 
 
@@ -65,12 +71,17 @@ def _read(path: str, default: str = "") -> str:
 
 
 class NodeStatus:
-    def __init__(self, kube: Kube, name: str, capacity: dict[str, str]) -> None:
+    def __init__(
+        self, kube: Kube, name: str, capacity: dict[str, str], *, ip: str, zone: str, kubelet_port: int
+    ) -> None:
         self.kube, self.name, self.capacity = kube, name, capacity
+        self.ip, self.kubelet_port = ip, kubelet_port
         self.labels = {
             "kubernetes.io/hostname": name,
             "kubernetes.io/os": "linux",
             "kubernetes.io/arch": _arch(),
+            "topology.kubernetes.io/zone": zone,
+            "topology.kubernetes.io/region": "local",
             "pyctrl.dev/local-node": "true",
         }
         self.uid = ""
@@ -109,9 +120,10 @@ class NodeStatus:
                 else condition("Ready", False, "KubeletNotReady", "local node agent is not running"),
             ],
             "addresses": [
-                {"type": "InternalIP", "address": HOST_IP},
+                {"type": "InternalIP", "address": self.ip},
                 {"type": "Hostname", "address": self.name},
             ],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": self.kubelet_port}},
             "nodeInfo": {
                 "machineID": _read("/etc/machine-id"),
                 "systemUUID": _read("/sys/class/dmi/id/product_uuid"),
@@ -178,14 +190,14 @@ class NodeStatus:
             await self.kube.request("POST", path, body=body)
 
     async def run(self) -> None:
-        """Renew the lease every 10 s and re-post the status every 60 s, forever."""
+        """Renew the lease every ``RENEW_INTERVAL`` and re-post the status every 60 s, forever."""
         ticks = 0
         while True:
-            await asyncio.sleep(10)
+            await asyncio.sleep(RENEW_INTERVAL)
             ticks += 1
             try:
                 await self.renew_lease()
-                if ticks % 6 == 0:
+                if ticks % _STATUS_EVERY == 0:
                     await self.set_ready(True)
             except (ApiError, OSError, TimeoutError) as exc:
                 log.warning("node heartbeat failed: %s", exc)

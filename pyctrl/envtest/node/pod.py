@@ -2,8 +2,8 @@
 ``status_manager``).
 
 Guarantees:
-- the Pod gets one loopback address for its whole life (``status.podIP``/``podIPs``; hostIP
-  127.0.0.1), released when the Pod is removed; a ``hostNetwork`` Pod gets the hostIP;
+- the Pod gets one loopback address for its whole life (``status.podIP``/``podIPs``; hostIP the
+  node's own address), released when the Pod is removed; a ``hostNetwork`` Pod gets the hostIP;
 - volumes are set up before any container starts; while one is not ready (unbound claim, missing
   ConfigMap) containers wait in ``ContainerCreating`` with the reason, and setup is retried on
   every claim/volume event and every 2 s;
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from pyctrl.envtest.node.addresses import HOST_IP, AddressPool
+from pyctrl.envtest.node.addresses import AddressPool
 from pyctrl.envtest.node.container import Backoff, Container
 from pyctrl.envtest.node.envvars import PodFacts, build_env, decode_data, expand
 from pyctrl.envtest.node.images import DEFAULT_PATH, ImageMap, resolve_argv
@@ -57,7 +57,7 @@ class NodeContext:
     node_name: str
     state_dir: Path
     image_map: ImageMap
-    addresses: AddressPool
+    addresses: AddressPool  # its node_ip is the Pods' hostIP
     claim_path: Callable[[str, str], str | None]
     capacity: Mapping[str, str]
     backoff_initial: float = 10.0
@@ -70,6 +70,16 @@ def _sub_path(volume: str, sub: str) -> str:
     if not os.path.exists(path):
         os.makedirs(path, exist_ok=True)
     return path
+
+
+def _owned(status: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The parts of a Pod status only the kubelet writes: phase and its conditions' statuses."""
+    conditions = sorted(
+        (c.get("type"), c.get("status"))
+        for c in status.get("conditions") or []
+        if c.get("type") in KUBELET_CONDITIONS
+    )
+    return status.get("phase"), tuple(conditions)
 
 
 class PodWorker:
@@ -108,6 +118,12 @@ class PodWorker:
     # -- events from the agent -----------------------------------------------------------------
     def update(self, pod: dict[str, Any]) -> None:
         self.pod = pod
+        if self._written is not None and _owned(pod.get("status", {})) != _owned(self._written):
+            # Someone else changed what the kubelet owns (the node lifecycle controller marks the
+            # Pods of an unreachable node NotReady): write the node's view again, as the kubelet's
+            # status manager does.
+            self._written = None
+            self._dirty.set()
         self._wake.set()
 
     def remove(self) -> None:
@@ -116,6 +132,9 @@ class PodWorker:
 
     def poke(self) -> None:
         self._wake.set()
+
+    def container(self, name: str) -> Container | None:
+        return next((c for c in self.init_containers + self.containers if c.name == name), None)
 
     @property
     def deleting(self) -> bool:
@@ -148,12 +167,12 @@ class PodWorker:
             "PATH": DEFAULT_PATH,
             "HOSTNAME": hostname,
             "HOME": "/root",
-            "KUBERNETES_SERVICE_HOST": server.hostname or HOST_IP,
+            "KUBERNETES_SERVICE_HOST": server.hostname or "127.0.0.1",
             "KUBERNETES_SERVICE_PORT": port,
             "KUBERNETES_SERVICE_PORT_HTTPS": port,
             **dict(image.env),  # the image's ENV; the container's env overrides it
         }
-        facts = PodFacts(self.pod, self.pod_ip, HOST_IP, self.ctx.capacity)
+        facts = PodFacts(self.pod, self.pod_ip, self.ctx.addresses.node_ip, self.ctx.capacity)
         env = await build_env(spec, facts, self._lookup, base)
         expanded = dict(
             spec,
@@ -231,7 +250,7 @@ class PodWorker:
             statuses=[c.status() for c in self.containers],
             sandbox_ready=self.sandbox_ready,
             pod_ip=self.pod_ip or None,
-            host_ip=HOST_IP,
+            host_ip=self.ctx.addresses.node_ip,
             start_time=self.start_time,
             terminating=self.terminating,
         )
@@ -287,7 +306,7 @@ class PodWorker:
             return
         old_ip = self.pod.get("status", {}).get("podIP")
         if self.pod["spec"].get("hostNetwork"):
-            self.pod_ip = HOST_IP
+            self.pod_ip = self.ctx.addresses.node_ip
         elif old_ip and self.ctx.addresses.reserve(self.uid, old_ip):
             self.pod_ip = old_ip
         else:
@@ -312,7 +331,7 @@ class PodWorker:
 
     async def _setup_volumes(self) -> None:
         ctx = VolumeContext(
-            facts=PodFacts(self.pod, self.pod_ip, HOST_IP, self.ctx.capacity),
+            facts=PodFacts(self.pod, self.pod_ip, self.ctx.addresses.node_ip, self.ctx.capacity),
             lookup=self._lookup,
             request_token=self._request_token,
             claim_path=self.ctx.claim_path,

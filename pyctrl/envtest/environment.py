@@ -320,24 +320,39 @@ class Environment:
         self._wait(proc, "kube-scheduler /healthz", lambda: insecure_ok(url))
 
     def _start_nodes(self, names: Sequence[str]) -> None:
-        """Launch the nodes together; return once each is Ready and untainted by the node
+        """Launch the nodes together; return once each has registered anew (a new boot ID: the
+        Node of a stopped one may still look Ready) and is Ready and untainted by the node
         lifecycle controller (a restarted node's unreachable taint is gone)."""
         if names and importlib.util.find_spec("pyctrl.envtest.node") is None:
             raise EnvtestError(
                 "the local node (pyctrl.envtest.node) is not installed; start with local_node=False "
                 "(PYCTRL_ENVTEST_LOCAL_NODE=0 for the pytest fixture, --no-local-node for the CLI)"
             )
+        booted = {name: self._boot_id(name) for name in names}
         launched = []
         for name in names:
             args = node_args(self.kubeconfig_path, self.state_dir, name, self.node_names.index(name))
             launched.append(self._launch(name, args))
         for proc in launched:
-            self._wait(proc, f"node {proc.name} Ready", functools.partial(self._node_ready, proc.name))
+            ready = functools.partial(self._node_ready, proc.name, booted[proc.name])
+            self._wait(proc, f"node {proc.name} Ready", ready)
 
-    def _node_ready(self, name: str) -> bool:
+    def _get_node(self, name: str) -> dict[str, Any] | None:
         try:
-            node = self.http.get(f"/api/v1/nodes/{name}")
-        except ApiError:
+            node: dict[str, Any] = self.http.get(f"/api/v1/nodes/{name}")
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return node
+
+    def _boot_id(self, name: str) -> str | None:
+        node = self._get_node(name)
+        return None if node is None else (node.get("status") or {}).get("nodeInfo", {}).get("bootID")
+
+    def _node_ready(self, name: str, old_boot_id: str | None) -> bool:
+        node = self._get_node(name)
+        if node is None or (node.get("status") or {}).get("nodeInfo", {}).get("bootID") == old_boot_id:
             return False
         conditions = (node.get("status") or {}).get("conditions") or []
         taints = (node.get("spec") or {}).get("taints") or []

@@ -39,7 +39,7 @@ from pyctrl.envtest.node import logs
 from pyctrl.envtest.node.envvars import ConfigError, expand, static_env
 from pyctrl.envtest.node.images import ImageNotMapped, StartError
 from pyctrl.envtest.node.probes import ProbeContext, ProbeResult, ProbeSpec, ProbeTracker, check, run_handler
-from pyctrl.envtest.node.runtime import ContainerProcess, Launch, exec_in, start_container
+from pyctrl.envtest.node.runtime import ContainerProcess, Launch, exec_in, spawn_in, start_container
 from pyctrl.envtest.node.status import now_rfc3339
 
 __all__ = ["Backoff", "Container", "ContainerHost"]
@@ -124,6 +124,12 @@ class Container:
     def running(self) -> bool:
         """True while an instance of the container runs."""
         return self.process is not None and self.process.returncode is None
+
+    async def spawn(self, argv: list[str], *, stdin: bool) -> asyncio.subprocess.Process:
+        """Start ``argv`` in the running container with its environment (``kubectl exec``)."""
+        if self.process is None or not self.running():
+            raise RuntimeError(f"container {self.name} is not running")
+        return await spawn_in(self.process.pid, argv, self._env, stdin=stdin, merge_stderr=False)
 
     def _set(self, state: dict[str, Any], *, ready: bool | None = None) -> None:
         self.state = state

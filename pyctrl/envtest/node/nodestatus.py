@@ -5,8 +5,10 @@ Guarantees:
   a cordon or taints survive a node restart) with labels ``kubernetes.io/hostname``,
   ``kubernetes.io/os``, ``kubernetes.io/arch``, ``topology.kubernetes.io/zone`` and ``/region``,
   addresses InternalIP (the node's own loopback address) and Hostname, the kubelet API port in
-  ``status.daemonEndpoints.kubeletEndpoint.Port``, capacity/allocatable from this machine (cpu,
-  memory, ephemeral-storage, pods 110) and the conditions Ready, MemoryPressure, DiskPressure,
+  ``status.daemonEndpoints.kubeletEndpoint.Port`` (and, with it, the declared feature
+  ``ExtendWebSocketsToKubelet``), capacity/allocatable from this machine (cpu,
+  memory, ephemeral-storage, pods 110), ``nodeInfo.bootID`` new for every start of the node
+  process (as a reboot changes it) and the conditions Ready, MemoryPressure, DiskPressure,
   PIDPressure;
 - ``renew_lease`` keeps ``kube-node-lease/<node>`` held by the node (leaseDurationSeconds 10,
   renewed every ``RENEW_INTERVAL`` = 2 s by ``run``: the kubelet's 40 s / 10 s scaled down so that
@@ -23,6 +25,7 @@ import logging
 import os
 import platform
 import shutil
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -86,6 +89,7 @@ class NodeStatus:
         }
         self.uid = ""
         self.version = "v0.0.0"
+        self.boot_id = str(uuid.uuid4())  # every start of the node process is a reboot
 
     def _status(self, ready: bool) -> dict[str, Any]:
         now = now_rfc3339()
@@ -124,10 +128,13 @@ class NodeStatus:
                 {"type": "Hostname", "address": self.name},
             ],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": self.kubelet_port}},
+            # With the kubelet API up, kube-apiserver proxies kubectl exec's WebSocket to it as it
+            # is, instead of translating it to SPDY (see streams.py).
+            "declaredFeatures": ["ExtendWebSocketsToKubelet"] if self.kubelet_port else [],
             "nodeInfo": {
                 "machineID": _read("/etc/machine-id"),
                 "systemUUID": _read("/sys/class/dmi/id/product_uuid"),
-                "bootID": _read("/proc/sys/kernel/random/boot_id"),
+                "bootID": self.boot_id,
                 "kernelVersion": platform.release(),
                 "osImage": os_release.get("PRETTY_NAME", "Linux").strip('"'),
                 "containerRuntimeVersion": "pyctrl-local://0.1.0",

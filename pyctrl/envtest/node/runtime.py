@@ -12,7 +12,7 @@ Guarantees:
 - stdout and stderr go, appended, to the container's log file;
 - ``exec_in`` runs a command inside a running container (its mount and UTS namespaces, root and
   working directory, via ``nsenter``) with the container's environment, and kills it (whole group)
-  when it exceeds its time limit.
+  when it exceeds its time limit; ``spawn_in`` starts one with its streams piped (``kubectl exec``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,16 @@ from pathlib import Path
 from pyctrl.envtest.node import sandbox
 from pyctrl.envtest.node.images import StartError
 
-__all__ = ["ContainerProcess", "Launch", "Mount", "exec_in", "start_container"]
+__all__ = [
+    "ContainerProcess",
+    "Launch",
+    "Mount",
+    "exec_in",
+    "exit_code",
+    "kill_group",
+    "spawn_in",
+    "start_container",
+]
 
 _SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
 _NSENTER = shutil.which("nsenter") or "/usr/bin/nsenter"
@@ -61,7 +70,7 @@ class Launch:
     termination_log: Path | None = None
 
 
-def _exit_code(returncode: int) -> int:
+def exit_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
@@ -90,11 +99,11 @@ class ContainerProcess:
     @property
     def returncode(self) -> int | None:
         rc = self._proc.returncode
-        return None if rc is None else _exit_code(rc)
+        return None if rc is None else exit_code(rc)
 
     async def wait(self) -> int:
         """Wait for the container's main process to exit; its exit code (128 + signal if killed)."""
-        return _exit_code(await self._proc.wait())
+        return exit_code(await self._proc.wait())
 
     def signal(self, sig: signal.Signals) -> None:
         """Send ``sig`` to the container's process group."""
@@ -156,9 +165,12 @@ async def start_container(launch: Launch) -> ContainerProcess:
     return ContainerProcess(proc)
 
 
-async def exec_in(pid: int, argv: list[str], env: dict[str, str], seconds: float) -> tuple[int, str]:
-    """Run ``argv`` inside container ``pid``; (exit code, output). TimeoutError after ``seconds``."""
-    proc = await asyncio.create_subprocess_exec(
+async def spawn_in(
+    pid: int, argv: list[str], env: dict[str, str], *, stdin: bool, merge_stderr: bool
+) -> asyncio.subprocess.Process:
+    """Start ``argv`` inside container ``pid`` (its own process group, dying with the node), with
+    stdout and stderr piped (``merge_stderr``: both into stdout) and stdin piped or empty."""
+    return await asyncio.create_subprocess_exec(
         _SETPRIV,
         "--pdeathsig",
         "KILL",
@@ -171,12 +183,22 @@ async def exec_in(pid: int, argv: list[str], env: dict[str, str], seconds: float
         "--wd",
         "--",
         *argv,
-        stdin=asyncio.subprocess.DEVNULL,
+        stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
+        stderr=asyncio.subprocess.STDOUT if merge_stderr else asyncio.subprocess.PIPE,
         start_new_session=True,
         env=env,
     )
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL process group ``pid`` (a container, or a command run in one)."""
+    _killpg(pid, signal.SIGKILL)
+
+
+async def exec_in(pid: int, argv: list[str], env: dict[str, str], seconds: float) -> tuple[int, str]:
+    """Run ``argv`` inside container ``pid``; (exit code, output). TimeoutError after ``seconds``."""
+    proc = await spawn_in(pid, argv, env, stdin=False, merge_stderr=True)
     try:
         out, _ = await asyncio.wait_for(proc.communicate(), seconds)
     except BaseException:
@@ -184,4 +206,4 @@ async def exec_in(pid: int, argv: list[str], env: dict[str, str], seconds: float
         with contextlib.suppress(ProcessLookupError):
             await proc.wait()
         raise
-    return _exit_code(proc.returncode or 0), out.decode(errors="replace")
+    return exit_code(proc.returncode or 0), out.decode(errors="replace")

@@ -1,5 +1,5 @@
 """The kubelet's HTTPS API on the local node (kubelet ``pkg/kubelet/server``), as the apiserver
-uses it for ``kubectl logs``.
+uses it for ``kubectl logs`` and ``kubectl exec``.
 
 Served on the node's own address (``127.<block>.0.1``) at port 10250 when that is free, else at a
 free port; the Node advertises it in ``status.daemonEndpoints.kubeletEndpoint.Port`` and the
@@ -18,8 +18,10 @@ Guarantees:
   ``follow=true`` streams until the instance ends or the client goes away; ``timestamps``,
   ``sinceSeconds`` and ``sinceTime`` are refused with 400 (the node keeps no per-line times);
   404 for a Pod not on this node, 400 for a container not in the Pod;
+- ``/exec/{namespace}/{pod}/{container}?command=...`` runs a command in the container over
+  WebSocket (``streams.py``); 400 when the container is not running;
 - ``GET /pods`` lists the Pods this node runs (a PodList), ``GET /healthz`` answers ``ok``;
-- exec, attach and port-forward answer 501 with why (see ``docs/local-node.md``).
+- attach and port-forward answer 501 with why (see ``docs/local-node.md``).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from cryptography.x509.oid import NameOID
 from pyctrl.envtest._certs import Pki
 from pyctrl.envtest.node import logs
 from pyctrl.envtest.node.kube import ApiError, Kube
+from pyctrl.envtest.node.streams import ExecTarget, serve_exec
 
 __all__ = ["KubeletServer", "PodView"]
 
@@ -48,9 +51,7 @@ DEFAULT_PORT = 10250
 _FOLLOW_POLL = 0.2  # seconds between two looks at a followed log file (the kubelet polls too)
 
 
-class ContainerView(Protocol):
-    name: str
-
+class ContainerView(ExecTarget, Protocol):
     def running(self) -> bool: ...
 
 
@@ -112,7 +113,8 @@ class KubeletServer:
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/pods", self._pods)
         app.router.add_get("/containerLogs/{namespace}/{pod}/{container}", self._logs)
-        for prefix in ("exec", "attach", "portForward", "run"):
+        app.router.add_route("*", "/exec/{namespace}/{pod}/{container}", self._exec)
+        for prefix in ("attach", "portForward", "run"):
             app.router.add_route("*", f"/{prefix}/{{tail:.*}}", self._unsupported)
         self.app = app
 
@@ -204,9 +206,27 @@ class KubeletServer:
     async def _unsupported(self, request: web.Request) -> web.Response:
         return web.Response(
             status=501,
-            text=f"{request.path.split('/')[1]} is not supported by the local node: it needs the "
-            "SPDY streaming protocol the apiserver speaks to kubelets (see docs/local-node.md)",
+            text=f"{request.path.split('/')[1]} is not supported by the local node (see docs/local-node.md)",
         )
+
+    def _container(self, request: web.Request) -> tuple[PodView, ContainerView]:
+        namespace, pod_name = request.match_info["namespace"], request.match_info["pod"]
+        name = request.match_info["container"]
+        pod = self._find(namespace, pod_name)
+        if pod is None:
+            raise _HTTPError(
+                404, f'pod "{pod_name}" in namespace "{namespace}" not found on {self.node_name}'
+            )
+        container = pod.container(name)
+        if container is None:
+            raise _HTTPError(400, f'container "{name}" in pod "{pod_name}" is not valid')
+        return pod, container
+
+    async def _exec(self, request: web.Request) -> web.StreamResponse:
+        _, container = self._container(request)
+        if not container.running():
+            raise _HTTPError(400, f'container "{container.name}" is not running')
+        return await serve_exec(request, container)
 
     async def _logs(self, request: web.Request) -> web.StreamResponse:
         for unsupported in ("timestamps", "sinceSeconds", "sinceTime"):

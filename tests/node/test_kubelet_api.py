@@ -1,5 +1,6 @@
-"""``kubectl logs`` through the apiserver and the node's kubelet API: the current and the previous
-instance of a container, --tail, -c, -f, what the node refuses, and who may call the kubelet API."""
+"""The node's kubelet API through the apiserver: ``kubectl logs`` (the current and the previous
+instance of a container, --tail, -c, -f), ``kubectl exec`` (output, stdin, exit codes), what the
+node refuses, and who may call the kubelet API."""
 
 from __future__ import annotations
 
@@ -47,7 +48,12 @@ def talker(envtest: Environment, namespace: str) -> str:
                     "command": ["sh", "-c", MAIN],
                     "volumeMounts": [{"name": "state", "mountPath": "/state"}],
                 },
-                {"name": "ticker", "image": "redis:7", "command": ["sh", "-c", TICKER]},
+                {
+                    "name": "ticker",
+                    "image": "redis:7",
+                    "command": ["sh", "-c", TICKER],
+                    "env": [{"name": "GREETING", "value": "hello from ticker"}],
+                },
             ],
             "volumes": [{"name": "state", "emptyDir": {}}],
         },
@@ -108,9 +114,29 @@ def test_kubectl_logs_errors_are_clear(envtest: Environment, namespace: str, tal
     since = kubectl(envtest, "logs", "-n", namespace, talker, "-c", "ticker", "--since=1h")
     assert since.returncode != 0
     assert "sinceSeconds is not supported by the local node's logs" in since.stderr
-    exec_ = kubectl(envtest, "exec", "-n", namespace, talker, "-c", "ticker", "--", "true")
-    assert exec_.returncode != 0
-    assert "exec is not supported by the local node" in exec_.stderr
+    attach = kubectl(envtest, "attach", "-n", namespace, talker, "-c", "ticker")
+    assert attach.returncode != 0
+    assert "attach is not supported by the local node" in attach.stderr
+
+
+def test_kubectl_exec_runs_in_the_container_with_its_environment_stdin_and_exit_code(
+    envtest: Environment, namespace: str, talker: str
+) -> None:
+    script = 'echo "$GREETING on $(hostname)"; ls /state >&2; exit 3'
+    done = kubectl(envtest, "exec", "-n", namespace, talker, "-c", "ticker", "--", "sh", "-c", script)
+    assert done.returncode == 3
+    assert done.stdout == f"hello from ticker on {talker}\n"
+    assert "ls: cannot access '/state'" in done.stderr  # the other container's mount is not here
+    main = kubectl(envtest, "exec", "-n", namespace, talker, "-c", "main", "--", "cat", "/state/n")
+    assert (main.returncode, main.stdout) == (0, "2\n")
+    assert envtest.bin_dir is not None
+    argv = [str(envtest.bin_dir / "kubectl"), f"--kubeconfig={envtest.kubeconfig_path}"]
+    argv += ["exec", "-i", "-n", namespace, talker, "-c", "main", "--", "wc", "-l"]
+    piped = subprocess.run(argv, input="a\nb\nc\n", capture_output=True, text=True, timeout=60, check=False)
+    assert (piped.returncode, piped.stdout.strip()) == (0, "3")
+    missing = kubectl(envtest, "exec", "-n", namespace, talker, "-c", "main", "--", "no-such-program")
+    assert missing.returncode == 127
+    assert "no-such-program" in missing.stderr
 
 
 def _kubelet_url(envtest: Environment, path: str) -> str:

@@ -232,18 +232,10 @@ class KubeletServer:
         for unsupported in ("timestamps", "sinceSeconds", "sinceTime"):
             if request.query.get(unsupported) not in (None, "", "false"):
                 raise _HTTPError(400, f"{unsupported} is not supported by the local node's logs")
-        namespace, pod_name = request.match_info["namespace"], request.match_info["pod"]
-        name = request.match_info["container"]
         tail, limit = _int_param(request, "tailLines"), _int_param(request, "limitBytes")
         previous, follow = _flag(request, "previous"), _flag(request, "follow")
-        pod = self._find(namespace, pod_name)
-        if pod is None:
-            raise _HTTPError(
-                404, f'pod "{pod_name}" in namespace "{namespace}" not found on {self.node_name}'
-            )
-        container = pod.container(name)
-        if container is None:
-            raise _HTTPError(400, f'container "{name}" in pod "{pod_name}" is not valid')
+        pod, container = self._container(request)
+        name, pod_name = container.name, request.match_info["pod"]
         path = pod.pod_dir / f"{name}.log"
         span = logs.instance_range(path, previous=previous)
         if span is None:

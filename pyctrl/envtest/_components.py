@@ -35,7 +35,7 @@ SERVICE_CIDR = "10.0.0.0/24"
 #: kube-controller-manager's node lifecycle timing (seconds): how often it looks at the nodes, and
 #: how long a node may go without renewing its Lease before it is NotReady (real default: 5 s, 40 s).
 NODE_MONITOR_PERIOD = 2
-NODE_MONITOR_GRACE = 15
+NODE_MONITOR_GRACE = 20
 
 
 def etcd_args(binary: str, state_dir: Path, client_url: str, peer_url: str) -> list[str]:

@@ -5,6 +5,10 @@ Load with ``pytest_plugins = ["pyctrl.envtest.pytest_plugin"]``.
 - ``envtest``: one started ``Environment`` for the whole session (stopped at the end, even on
   failure or Ctrl-C). CRDs in ``crds/`` beside the rootdir are installed when present.
   ``PYCTRL_ENVTEST_LOCAL_NODE=0`` turns the local node off.
+- ``envtest_nodes``: a second control plane for the session with three nodes (``local-node-1`` ..
+  ``local-node-3`` in zones zone-a/b/c), started on first use, CRDs installed like ``envtest``.
+  A test that stops a node (``stop_node``) or cordons one starts / uncordons it again before it
+  ends, so the next test finds three Ready nodes.
 - ``kubeconfig``: the admin kubeconfig path.
 - ``namespace``: a fresh namespace per test (its ``default`` ServiceAccount exists), deleted after.
 """
@@ -20,21 +24,37 @@ import pytest
 
 from pyctrl.envtest import Environment
 
-__all__ = ["envtest", "kubeconfig", "namespace"]
+__all__ = ["envtest", "envtest_nodes", "kubeconfig", "namespace"]
+
+
+def _crds(request: pytest.FixtureRequest) -> list[Path]:
+    crds = Path(str(request.config.rootpath)) / "crds"
+    return [crds] if crds.is_dir() and any(crds.glob("*.yaml")) else []
 
 
 @pytest.fixture(scope="session")
 def envtest(request: pytest.FixtureRequest) -> Iterator[Environment]:
-    crds = Path(str(request.config.rootpath)) / "crds"
     env = Environment(
-        crd_directory_paths=[crds] if crds.is_dir() and any(crds.glob("*.yaml")) else [],
+        crd_directory_paths=_crds(request),
         local_node=os.environ.get("PYCTRL_ENVTEST_LOCAL_NODE", "1") != "0",
     )
     env.start()
-    request.config.stash[_PIDS_KEY] = env.pids()
+    _record_pids(request.config, env.pids())
     try:
         yield env
     finally:
+        env.stop()
+
+
+@pytest.fixture(scope="session")
+def envtest_nodes(request: pytest.FixtureRequest) -> Iterator[Environment]:
+    env = Environment(crd_directory_paths=_crds(request), nodes=3)
+    env.start()
+    try:
+        yield env
+    finally:
+        # Recorded at the end: a node started again by a test has a new pid.
+        _record_pids(request.config, {f"nodes/{name}": pid for name, pid in env.pids().items()})
         env.stop()
 
 
@@ -57,6 +77,11 @@ def namespace(envtest: Environment, request: pytest.FixtureRequest) -> Iterator[
 _PIDS_KEY = pytest.StashKey[dict[str, int]]()
 
 
+def _record_pids(config: pytest.Config, pids: dict[str, int]) -> None:
+    recorded: dict[str, int] = config.stash.get(_PIDS_KEY, {})
+    config.stash[_PIDS_KEY] = {**recorded, **pids}
+
+
 def session_pids(config: pytest.Config) -> dict[str, int]:
-    """Pids of the session's control plane (for the end-of-session orphan check)."""
+    """Pids of the session's control planes (for the end-of-session orphan check)."""
     return config.stash.get(_PIDS_KEY, {})

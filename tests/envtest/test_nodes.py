@@ -23,10 +23,9 @@ pytestmark = pytest.mark.controlplane
 SLEEPER = {"name": "c", "image": "redis:7", "command": ["sh", "-c", "sleep 3600 & sleep 3600"]}
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Environment]:
-    with Environment(nodes=3) as env:
-        yield env
+@pytest.fixture
+def cluster(envtest_nodes: Environment) -> Environment:
+    return envtest_nodes
 
 
 @pytest.fixture

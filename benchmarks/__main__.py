@@ -60,7 +60,7 @@ async def _rounds(kubeconfig: Path, peers: list[Peer], a: argparse.Namespace) ->
             for peer in peers[shift:] + peers[:shift]:
                 timeout = 600.0 + n * 0.2
                 run = await run_once(
-                    client.transport,
+                    client.rest,
                     peer,
                     kubeconfig=kubeconfig,
                     n=n,

@@ -106,7 +106,7 @@ async def _raw_stream(client: ApiClient) -> float:
         "allowWatchBookmarks": "true",
         "timeoutSeconds": "60",
     }
-    async for line in client.transport.stream_lines(f"/api/v1/namespaces/{NS}/configmaps", params=params):
+    async for line in client.rest.stream_lines(f"/api/v1/namespaces/{NS}/configmaps", params=params):
         event = orjson.loads(line)
         if event["type"] == "BOOKMARK":
             break

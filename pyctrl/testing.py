@@ -26,7 +26,7 @@ Guarantees:
   :class:`~pyctrl.client.split.SplitClient` (its apiserver side), a
   :class:`~pyctrl.manager.Manager` (its ``api_client``) or a
   :class:`~pyctrl.client.fake.FakeClient` (its in-memory writes: create, update/patch, apply,
-  delete); anything else raises ``TypeError``;
+  delete) — :data:`RecordableClient`; any other ``Client`` raises ``TypeError``;
 - ``assert_idempotent`` runs ``reconcile(request)`` ``n`` times in a row and raises
   ``AssertionError`` listing every write (run number, verb, path) if any run wrote, and naming the
   run if a reconcile raised; it returns the ``n`` results otherwise (requeues are allowed: a
@@ -34,9 +34,12 @@ Guarantees:
 - given a factory (a zero-argument callable), it builds a fresh reconciler for every run, as a
   restarted operator would.
 
-Mechanism: the first use on a client installs a pass-through hook on its transport (or fake core)
-that records a write only while :func:`recording_writes` is active in the calling context; the hook
-stays installed and costs one context-variable lookup per request.
+Mechanism: the first use on an ``ApiClient`` wraps its transport seam (``ApiClient.transport``) in
+a :class:`RecordingTransport`, and on a ``FakeClient`` adds a write observer to its core
+(``FakeCore.write_observers``); either records a write only while :func:`recording_writes` is
+active in the calling context, stays in place and costs one context-variable lookup per request.
+A client built with ``ApiClient(config, transport=RecordingTransport(Transport(config)))`` is
+recorded the same way.
 
 Caveat for cache-backed clients: the reconciles read through the cache, so wait until the cache
 reflects the last write of convergence (the same thing a real controller does: the watch event of
@@ -61,24 +64,35 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import inspect
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
+from pyctrl import _access
+from pyctrl.client import ApiClient, Client, HTTPTransport, SplitClient
+from pyctrl.client.fake import FakeClient
+from pyctrl.client.scheme import Object, gvk_of
 from pyctrl._faultproxy import FaultProxy, ProxyError
+from pyctrl.manager import Manager
 from pyctrl.reconcile import Reconciler, Request, Result
 
-__all__ = ["FaultProxy", "ProxyError", "Write", "assert_idempotent", "eventually", "recording_writes"]
+__all__ = [
+    "FaultProxy",
+    "ProxyError",
+    "RecordableClient",
+    "RecordingTransport",
+    "Write",
+    "assert_idempotent",
+    "eventually",
+    "recording_writes",
+]
 
-T = TypeVar("T")
+_T = TypeVar("_T")
 
 _WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-_FAKE_WRITES = {"create": "POST", "write": "PUT/PATCH", "apply": "PATCH", "delete": "DELETE"}
-_HOOKED = "_pyctrl_write_hook"
 
 _recording: ContextVar[list[Write] | None] = ContextVar("pyctrl_recording_writes", default=None)
 
@@ -95,60 +109,38 @@ class Write:
         return f"{self.verb} {self.path}" + (f" {self.body}" if self.body else "")
 
 
-def _target(client: Any) -> Any:
-    """The transport (or fake core) that every write of ``client`` goes through."""
-    seen: set[int] = set()
-    while id(client) not in seen:
-        seen.add(id(client))
-        if hasattr(client, "transport") and hasattr(client.transport, "request"):
-            return client.transport
-        if hasattr(client, "core") and hasattr(client.core, "write"):
-            return client.core
-        for attr in ("api_client", "client"):
-            inner = getattr(client, attr, None)
-            if inner is not None and not callable(inner):
-                client = inner
-                break
-        else:
-            break
-    raise TypeError(
-        f"cannot record the writes of {type(client).__name__}: pass an ApiClient, SplitClient, "
-        "Manager or FakeClient"
-    )
+class RecordingTransport:
+    """An :class:`~pyctrl.client.rest.HTTPTransport` wrapping another: while
+    :func:`recording_writes` is active in the calling context, each write request is recorded."""
 
+    def __init__(self, inner: HTTPTransport) -> None:
+        self.inner = inner
 
-def _hook_transport(transport: Any) -> None:
-    original = transport.request
-
-    @functools.wraps(original)
-    async def request(method: str, path: str, **kwargs: Any) -> bytes:
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        body: bytes | None = None,
+        content_type: str | None = None,
+        request_timeout: float | None = None,
+    ) -> bytes:
         writes = _recording.get()
         if writes is not None and method.upper() in _WRITE_VERBS:
-            body = kwargs.get("body") or b""
-            writes.append(Write(method.upper(), path, bytes(body[:300]).decode(errors="replace")))
-        result: bytes = await original(method, path, **kwargs)
-        return result
-
-    transport.request = request
+            writes.append(Write(method.upper(), path, (body or b"")[:300].decode(errors="replace")))
+        return await self.inner.request(
+            method, path, params=params, body=body, content_type=content_type, request_timeout=request_timeout
+        )
 
 
-def _hook_fake_core(core: Any) -> None:
-    for name, verb in _FAKE_WRITES.items():
-        original = getattr(core, name)
-
-        def hooked(obj: Any, *args: Any, __original: Any = original, __verb: str = verb, **kw: Any) -> Any:
-            writes = _recording.get()
-            if writes is not None:
-                writes.append(Write(__verb, _describe(obj)))
-            return __original(obj, *args, **kw)
-
-        setattr(core, name, hooked)
+def _record_fake_write(verb: str, obj: Object) -> None:
+    writes = _recording.get()
+    if writes is not None:
+        writes.append(Write(verb, _describe(obj)))
 
 
-def _describe(obj: Any) -> str:
-    from pyctrl import _access
-    from pyctrl.client.scheme import gvk_of
-
+def _describe(obj: Object) -> str:
     try:
         kind = gvk_of(obj).kind
     except Exception:
@@ -157,19 +149,31 @@ def _describe(obj: Any) -> str:
     return f"{kind} {ns + '/' if ns else ''}{_access.name(obj)}"
 
 
-def _install(client: Any) -> None:
-    target = _target(client)
-    if getattr(target, _HOOKED, False):
-        return
-    if hasattr(target, "request"):
-        _hook_transport(target)
+#: What :func:`recording_writes` accepts: an apiserver client, one that contains one, or the fake.
+RecordableClient = ApiClient | SplitClient | Manager | FakeClient
+
+
+def _install(client: RecordableClient | Client) -> None:
+    """Wrap the transport every write of ``client`` goes through (once), or observe the fake's."""
+    if isinstance(client, Manager):
+        client = client.api_client
+    while isinstance(client, SplitClient):
+        client = client.client
+    if isinstance(client, ApiClient):
+        if not isinstance(client.transport, RecordingTransport):
+            client.transport = RecordingTransport(client.transport)
+    elif isinstance(client, FakeClient):
+        if _record_fake_write not in client.core.write_observers:
+            client.core.write_observers.append(_record_fake_write)
     else:
-        _hook_fake_core(target)
-    setattr(target, _HOOKED, True)
+        raise TypeError(
+            f"cannot record the writes of {type(client).__name__}: pass an ApiClient, SplitClient, "
+            "Manager or FakeClient"
+        )
 
 
 @contextlib.contextmanager
-def recording_writes(client: Any) -> Iterator[list[Write]]:
+def recording_writes(client: RecordableClient | Client) -> Iterator[list[Write]]:
     """Record the writes made through ``client`` by this context (and tasks it creates)."""
     _install(client)
     writes: list[Write] = []
@@ -183,7 +187,7 @@ def recording_writes(client: Any) -> Iterator[list[Write]]:
 async def assert_idempotent(
     reconciler: Reconciler | Callable[[], Reconciler],
     request: Request,
-    client: Any,
+    client: RecordableClient | Client,
     *,
     n: int = 3,
 ) -> list[Result]:
@@ -214,12 +218,12 @@ async def assert_idempotent(
 
 @overload
 async def eventually(
-    check: Callable[[], Awaitable[T | None]], *, within: float, what: str = ..., interval: float = ...
-) -> T: ...
+    check: Callable[[], Awaitable[_T | None]], *, within: float, what: str = ..., interval: float = ...
+) -> _T: ...
 @overload
 async def eventually(
-    check: Callable[[], T | None], *, within: float, what: str = ..., interval: float = ...
-) -> T: ...
+    check: Callable[[], _T | None], *, within: float, what: str = ..., interval: float = ...
+) -> _T: ...
 async def eventually(
     check: Callable[[], Any], *, within: float, what: str = "the condition", interval: float = 0.05
 ) -> Any:

@@ -33,11 +33,19 @@ from typing import Any, Protocol, TypeVar
 from pyctrl.cache.informer import Informer, Registration, ResourceEventHandler, decoder_for
 from pyctrl.cache.reflector import Transform, strip_managed_fields
 from pyctrl.cache.store import Key
-from pyctrl.cache.watcher import DEFAULT_IDLE_TIMEOUT, Backoff
-from pyctrl.client.errors import CacheError, CacheNotStarted, CacheSyncTimeout, FieldNotIndexed, NotFound
+from pyctrl.cache.watcher import DEFAULT_IDLE_TIMEOUT
+from pyctrl.client.errors import (
+    CacheError,
+    CacheNotStarted,
+    CacheSyncTimeout,
+    FieldNotIndexed,
+    NotFound,
+    failure_status,
+)
 from pyctrl.client.gvk import GroupVersionKind
-from pyctrl.client.interfaces import ListOptions, ObjectList, ReaderBase
+from pyctrl.client.interfaces import ObjectList, ReaderBase
 from pyctrl.client.objects import KubeObject
+from pyctrl.client.options import GetOptions, ListOptions
 from pyctrl.client.restmapper import RESTMapping
 from pyctrl.client.scheme import Kind, kind_gvk
 from pyctrl.client.selectors import FieldSelector
@@ -121,7 +129,6 @@ class Cache(ReaderBase):
         watch_list: bool = True,
         page_size: int = 500,
         sync_timeout: float | None = 120.0,
-        backoff: Callable[[], Backoff] = Backoff,
         watch_idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
     ) -> None:
         self._source = source
@@ -132,7 +139,6 @@ class Cache(ReaderBase):
         self._watch_list = watch_list
         self._page_size = page_size
         self._sync_timeout = sync_timeout
-        self._backoff = backoff
         self._watch_idle_timeout = watch_idle_timeout
         self._kinds: dict[GroupVersionKind, KindInformer] = {}
         self._lock = asyncio.Lock()
@@ -210,7 +216,6 @@ class Cache(ReaderBase):
                 watch_list=self._watch_list,
                 page_size=self._page_size,
                 resync_period=self._resync_period,
-                backoff=self._backoff(),
                 watch_idle_timeout=self._watch_idle_timeout,
             )
             informers[ns] = informer
@@ -241,7 +246,8 @@ class Cache(ReaderBase):
         return ki, informers
 
     # -- Reader ---------------------------------------------------------------------------------
-    async def _get(self, kind: Kind, name: str, namespace: str | None) -> Any:
+    async def _get(self, kind: Kind, name: str, opts: GetOptions) -> Any:
+        namespace = opts.namespace
         ki, informers = await self._synced_informers(kind, namespace)
         if ki.namespaced and not namespace:
             raise ValueError(f"{kind_gvk(kind).kind} is namespaced: a namespace is required")
@@ -250,7 +256,7 @@ class Cache(ReaderBase):
             if data is not None:
                 return decoder_for(kind)(data)
         plural = kind_gvk(kind).kind.lower()
-        raise NotFound({"reason": "NotFound", "code": 404, "message": f'{plural} "{name}" not found'})
+        raise NotFound(failure_status("NotFound", 404, f'{plural} "{name}" not found'))
 
     async def _list(self, kind: Kind, opts: ListOptions) -> ObjectList[Any]:
         if opts.continue_:

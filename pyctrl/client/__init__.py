@@ -10,8 +10,11 @@ Mirrors controller-runtime ``pkg/client`` (+ ``pkg/client/config``, ``pkg/client
 - ``objects``     -- typed built-in kinds and the ``KubeObject`` base for CRDs
 - ``selectors``   -- label and field selectors
 - ``patch``       -- patch types (``MergeFrom``, ``RawPatch``) and appliers
-- ``interfaces``  -- the ``Reader``/``Writer``/``StatusWriter``/``Client`` protocols
-- ``client``      -- ``ApiClient``, the apiserver implementation
+- ``options``     -- the verbs' option objects (``ListOptions``, ``PatchOptions``…), parsed once
+- ``interfaces``  -- the ``Reader``/``Writer``/``StatusWriter``/``Client`` protocols and the bases
+  that turn keywords into option objects for the implementations' primitives
+- ``client``      -- ``ApiClient``, the apiserver implementation (``transport=`` is its seam)
+- ``subresource`` -- requests on an object's URL: its writes, ``status()`` and ``subresource()``
 - ``watch``       -- watch events and the raw list/watch source of informers
 - ``split``       -- ``SplitClient``: reads from the informer cache, writes to the apiserver
 - ``fake``        -- ``FakeClient``: in-memory implementation for unit tests
@@ -51,15 +54,14 @@ from pyctrl.client.errors import (
 from pyctrl.client.gvk import GroupVersionKind, GroupVersionResource
 from pyctrl.client.interfaces import (
     Client,
-    ListOptions,
     ObjectList,
-    Preconditions,
-    PropagationPolicy,
+    ObjectWriterBase,
     Reader,
     ReaderBase,
     StatusWriter,
     SubResourceClient,
     Writer,
+    WriterBase,
 )
 from pyctrl.client.objects import (
     ConfigMap,
@@ -80,7 +82,19 @@ from pyctrl.client.objects import (
     Service,
     StatefulSet,
 )
-from pyctrl.client.patch import MergeFrom, Patch, PatchType, RawPatch
+from pyctrl.client.options import (
+    CreateOptions,
+    DeleteAllOfOptions,
+    DeleteOptions,
+    GetOptions,
+    ListOptions,
+    PatchOptions,
+    Preconditions,
+    PropagationPolicy,
+    UpdateOptions,
+)
+from pyctrl.client.patch import Apply, MergeFrom, Patch, PatchType, RawPatch
+from pyctrl.client.rest import HTTPTransport, Transport
 from pyctrl.client.restmapper import DiscoveryRESTMapper, RESTMapper, RESTMapping, StaticRESTMapper
 from pyctrl.client.scheme import Kind, Object, Scheme, default_scheme
 from pyctrl.client.selectors import FieldSelector, Selector
@@ -91,6 +105,7 @@ __all__ = [
     "AlreadyExists",
     "ApiClient",
     "ApiError",
+    "Apply",
     "BadRequest",
     "CacheError",
     "CacheNotStarted",
@@ -100,15 +115,20 @@ __all__ = [
     "ConfigError",
     "ConfigMap",
     "Conflict",
+    "CreateOptions",
+    "DeleteAllOfOptions",
+    "DeleteOptions",
     "DiscoveryRESTMapper",
     "Event",
     "Expired",
     "FieldNotIndexed",
     "FieldSelector",
     "Forbidden",
+    "GetOptions",
     "Gone",
     "GroupVersionKind",
     "GroupVersionResource",
+    "HTTPTransport",
     "InternalError",
     "Invalid",
     "Job",
@@ -127,8 +147,10 @@ __all__ = [
     "Object",
     "ObjectList",
     "ObjectMeta",
+    "ObjectWriterBase",
     "OwnerReference",
     "Patch",
+    "PatchOptions",
     "PatchType",
     "PersistentVolumeClaim",
     "Pod",
@@ -158,12 +180,15 @@ __all__ = [
     "StatusWriter",
     "SubResourceClient",
     "TooManyRequests",
+    "Transport",
     "TransportError",
     "Unauthorized",
     "UnknownKind",
     "UnsupportedMediaType",
+    "UpdateOptions",
     "WatchEvent",
     "Writer",
+    "WriterBase",
     "default_scheme",
     "load_config",
     "load_incluster_config",

@@ -18,33 +18,33 @@ Guarantees:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
-from typing import Any, TypeVar, overload
+from collections.abc import AsyncIterator
+from typing import Any, TypeVar, Unpack, overload
 
 from pyctrl.client.config import Config
 from pyctrl.client.gvk import GroupVersionKind
-from pyctrl.client.interfaces import ListOptions, ObjectList, Preconditions, PropagationPolicy, ReaderBase
+from pyctrl.client.interfaces import ObjectList, ReaderBase, WriterBase, stored
 from pyctrl.client.objects import KubeObject
-from pyctrl.client.patch import Patch, PatchType
-from pyctrl.client.rest import Transport
-from pyctrl.client.restmapper import DiscoveryRESTMapper, RESTMapper, RESTMapping, resource_path
-from pyctrl.client.scheme import (
-    Kind,
-    Object,
-    Scheme,
-    decode,
-    default_scheme,
-    encode,
-    gvk_of,
-    kind_gvk,
+from pyctrl.client.options import (
+    CreateOptions,
+    DeleteAllOfOptions,
+    DeleteOptions,
+    GetOptions,
+    ListKwargs,
+    ListOptions,
+    PatchOptions,
+    UpdateOptions,
 )
-from pyctrl.client.selectors import FieldSelector, Selector
+from pyctrl.client.patch import Patch
+from pyctrl.client.rest import HTTPTransport, Transport, parse_json
+from pyctrl.client.restmapper import DiscoveryRESTMapper, RESTMapper, RESTMapping, resource_path
+from pyctrl.client.scheme import Kind, Scheme, decode, default_scheme, encode, kind_gvk
 from pyctrl.client.subresource import (
+    ObjectRequests,
     StatusWriterImpl,
     SubResourceClientImpl,
-    apply_body,
-    delete_options,
-    write_params,
+    kind_of,
+    name_ns,
 )
 from pyctrl.client.watch import RESTListerWatcher, WatchEvent
 
@@ -52,19 +52,6 @@ __all__ = ["ApiClient"]
 
 T = TypeVar("T", bound=KubeObject)
 ObjT = TypeVar("ObjT", bound=KubeObject | dict[str, Any])
-
-
-def _kind_of(obj: Object) -> Kind:
-    return type(obj) if isinstance(obj, KubeObject) else gvk_of(obj)
-
-
-def _name_ns(obj: Object) -> tuple[str, str | None]:
-    meta = (
-        obj.metadata.model_dump(exclude_none=True)
-        if isinstance(obj, KubeObject)
-        else obj.get("metadata") or {}
-    )
-    return str(meta.get("name") or ""), meta.get("namespace") or None
 
 
 def _with_type_meta(item: dict[str, Any], gvk: GroupVersionKind) -> dict[str, Any]:
@@ -80,17 +67,31 @@ def decode_list_items(kind: Kind, items: list[dict[str, Any]]) -> list[Any]:
     return [kind.model_validate(i) for i in items]
 
 
-class ApiClient(ReaderBase):
+class ApiClient(ReaderBase, WriterBase):
     """A :class:`~pyctrl.client.interfaces.Client` that talks to the apiserver directly.
 
     Use as ``async with ApiClient(await load_config()) as client: ...`` (or call :meth:`close`).
+
+    ``transport`` is the seam every request but a watch's stream goes through (an
+    :class:`~pyctrl.client.rest.HTTPTransport`; default: :class:`~pyctrl.client.rest.Transport`
+    for ``config``); it may be replaced by a wrapper of itself at any time (``pyctrl.testing``'s
+    write recording does). Watches stream through :attr:`rest`, the config's own transport.
     """
 
-    def __init__(self, config: Config, *, scheme: Scheme = default_scheme, mapper: RESTMapper | None = None):
+    def __init__(
+        self,
+        config: Config,
+        *,
+        scheme: Scheme = default_scheme,
+        mapper: RESTMapper | None = None,
+        transport: HTTPTransport | None = None,
+    ):
         self.config = config
         self.scheme = scheme
-        self.transport = Transport(config)
+        self.rest = Transport(config)
+        self.transport: HTTPTransport = transport if transport is not None else self.rest
         self.mapper: RESTMapper = mapper or DiscoveryRESTMapper(self.transport)
+        self._object = ObjectRequests(self)
 
     async def __aenter__(self) -> ApiClient:
         return self
@@ -99,27 +100,25 @@ class ApiClient(ReaderBase):
         await self.close()
 
     async def close(self) -> None:
-        await self.transport.close()
+        await self.rest.close()
 
     async def mapping(self, kind: Kind) -> RESTMapping:
         """The REST mapping of a kind (discovery, cached)."""
         return await self.mapper.mapping(kind_gvk(kind))
 
-    async def _object_path(self, obj: Object, subresource: str | None = None) -> str:
-        mapping = await self.mapping(_kind_of(obj))
-        name, namespace = _name_ns(obj)
-        return resource_path(mapping, namespace=namespace, name=name, subresource=subresource)
+    async def _collection(self, kind: Kind, opts: ListOptions) -> tuple[RESTMapping, str]:
+        mapping = await self.mapping(kind)
+        return mapping, resource_path(mapping, namespace=opts.namespace, all_namespaces=True)
 
     # -- Reader ---------------------------------------------------------------------------------
-    async def _get(self, kind: Kind, name: str, namespace: str | None) -> Any:
+    async def _get(self, kind: Kind, name: str, opts: GetOptions) -> Any:
         mapping = await self.mapping(kind)
-        data = await self.transport.request("GET", resource_path(mapping, namespace=namespace, name=name))
-        return decode(kind, data)
+        path = resource_path(mapping, namespace=opts.namespace, name=name)
+        return decode(kind, await self.transport.request("GET", path))
 
     async def _list(self, kind: Kind, opts: ListOptions) -> ObjectList[Any]:
-        mapping = await self.mapping(kind)
-        path = resource_path(mapping, namespace=opts.namespace, all_namespaces=True)
-        doc = await self.transport.request_json("GET", path, params=opts.query())
+        _, path = await self._collection(kind, opts)
+        doc = parse_json(await self.transport.request("GET", path, params=opts.query()), f"GET {path}")
         meta = doc.get("metadata") or {}
         return ObjectList(
             decode_list_items(kind, doc.get("items") or []),
@@ -129,139 +128,31 @@ class ApiClient(ReaderBase):
         )
 
     # -- Writer ---------------------------------------------------------------------------------
-    async def create(self, obj: ObjT, *, dry_run: bool = False, field_manager: str | None = None) -> ObjT:
-        mapping = await self.mapping(_kind_of(obj))
-        _, namespace = _name_ns(obj)
-        path = resource_path(mapping, namespace=namespace)
+    async def _create(self, obj: ObjT, opts: CreateOptions) -> ObjT:
+        mapping = await self.mapping(kind_of(obj))
+        path = resource_path(mapping, namespace=name_ns(obj)[1])
         data = await self.transport.request(
-            "POST",
-            path,
-            params=write_params(dry_run, field_manager),
-            body=encode(obj),
-            content_type="application/json",
+            "POST", path, params=opts.query(), body=encode(obj), content_type="application/json"
         )
-        return decode(_kind_of(obj), data)  # type: ignore[no-any-return]
+        return stored(obj, decode(kind_of(obj), data))
 
-    async def update(self, obj: ObjT, *, dry_run: bool = False, field_manager: str | None = None) -> ObjT:
-        return await self._put(obj, None, dry_run, field_manager)
+    async def _update(self, obj: ObjT, opts: UpdateOptions) -> ObjT:
+        return await self._object.put(obj, opts)
 
-    async def _put(
-        self, obj: ObjT, subresource: str | None, dry_run: bool, field_manager: str | None
-    ) -> ObjT:
-        path = await self._object_path(obj, subresource)
-        data = await self.transport.request(
-            "PUT",
-            path,
-            params=write_params(dry_run, field_manager),
-            body=encode(obj),
-            content_type="application/json",
-        )
-        return decode(_kind_of(obj), data)  # type: ignore[no-any-return]
+    async def _patch(self, obj: ObjT, patch: Patch, opts: PatchOptions) -> ObjT:
+        return await self._object.patch(obj, patch, opts)
 
-    async def patch(
-        self,
-        obj: ObjT,
-        patch: Patch,
-        *,
-        dry_run: bool = False,
-        field_manager: str | None = None,
-        force: bool | None = None,
-    ) -> ObjT:
-        return await self._patch(
-            obj,
-            patch_type=patch.patch_type,
-            body=patch.data(obj),
-            subresource=None,
-            dry_run=dry_run,
-            field_manager=field_manager,
-            force=force,
-        )
+    async def _delete(self, obj: KubeObject | dict[str, Any], opts: DeleteOptions) -> None:
+        await self._object.send("DELETE", obj, body=encode(opts.body()))
 
-    async def _patch(
-        self,
-        obj: ObjT,
-        *,
-        patch_type: PatchType,
-        body: bytes,
-        subresource: str | None,
-        dry_run: bool,
-        field_manager: str | None,
-        force: bool | None,
-    ) -> ObjT:
-        if force is not None and patch_type is not PatchType.APPLY:
-            raise ValueError("force applies only to server-side apply patches")
-        if patch_type is PatchType.APPLY and not field_manager:
-            raise ValueError("server-side apply needs a field_manager")
-        path = await self._object_path(obj, subresource)
-        data = await self.transport.request(
-            "PATCH",
-            path,
-            params=write_params(dry_run, field_manager, force),
-            body=body,
-            content_type=patch_type.value,
-        )
-        return decode(_kind_of(obj), data)  # type: ignore[no-any-return]
-
-    async def apply(
-        self, obj: ObjT, *, field_manager: str, force: bool = False, dry_run: bool = False
-    ) -> ObjT:
-        return await self._patch(
-            obj,
-            patch_type=PatchType.APPLY,
-            body=apply_body(obj),
-            subresource=None,
-            dry_run=dry_run,
-            field_manager=field_manager,
-            force=force,
-        )
-
-    async def delete(
-        self,
-        obj: KubeObject | dict[str, Any],
-        *,
-        propagation_policy: PropagationPolicy | None = None,
-        preconditions: Preconditions | None = None,
-        grace_period_seconds: int | None = None,
-        dry_run: bool = False,
-    ) -> None:
-        body = delete_options(
-            propagation_policy=propagation_policy,
-            preconditions=preconditions,
-            grace_period_seconds=grace_period_seconds,
-            dry_run=dry_run,
-        )
-        path = await self._object_path(obj)
-        await self.transport.request("DELETE", path, body=encode(body), content_type="application/json")
-
-    async def delete_all_of(
-        self,
-        kind: Kind,
-        *,
-        namespace: str | None = None,
-        labels: Mapping[str, str] | None = None,
-        label_selector: str | Selector | None = None,
-        fields: Mapping[str, str] | None = None,
-        field_selector: str | FieldSelector | None = None,
-        propagation_policy: PropagationPolicy | None = None,
-        grace_period_seconds: int | None = None,
-        dry_run: bool = False,
-    ) -> None:
-        opts = ListOptions.build(
-            namespace=namespace,
-            labels=labels,
-            label_selector=label_selector,
-            fields=fields,
-            field_selector=field_selector,
-        )
-        mapping = await self.mapping(kind)
-        path = resource_path(mapping, namespace=opts.namespace, all_namespaces=True)
-        if mapping.namespaced and not opts.namespace:
+    async def _delete_all_of(self, kind: Kind, opts: DeleteAllOfOptions) -> None:
+        selection = opts.list_options
+        mapping, path = await self._collection(kind, selection)
+        if mapping.namespaced and not selection.namespace:
             raise ValueError("delete_all_of on a namespaced kind needs a namespace")
-        body = delete_options(
-            propagation_policy=propagation_policy, grace_period_seconds=grace_period_seconds, dry_run=dry_run
-        )
+        body = encode(opts.delete_options.body())
         await self.transport.request(
-            "DELETE", path, params=opts.query(), body=encode(body), content_type="application/json"
+            "DELETE", path, params=selection.query(), body=body, content_type="application/json"
         )
 
     # -- Status and subresources ------------------------------------------------------------------
@@ -271,20 +162,22 @@ class ApiClient(ReaderBase):
 
     def subresource(self, name: str) -> SubResourceClientImpl:
         """A client for any subresource (controller-runtime ``SubResource(name)``)."""
-        if not name or "/" in name:
-            raise ValueError(f"invalid subresource name {name!r}")
         return SubResourceClientImpl(self, name)
 
     # -- Watch ------------------------------------------------------------------------------------
     async def list_watcher(self, kind: Kind, options: ListOptions) -> RESTListerWatcher:
         """The raw list/watch source of ``kind`` for an informer."""
-        mapping = await self.mapping(kind)
-        path = resource_path(mapping, namespace=options.namespace, all_namespaces=True)
-        return RESTListerWatcher(self.transport, path, options)
+        _, path = await self._collection(kind, options)
+        return RESTListerWatcher(self.rest, path, options)
 
     @overload
     def watch(
-        self, kind: type[T], *, resource_version: str = "", timeout_seconds: int = 300, **options: Any
+        self,
+        kind: type[T],
+        *,
+        resource_version: str = "",
+        timeout_seconds: int = 300,
+        **options: Unpack[ListKwargs],
     ) -> AsyncIterator[WatchEvent[T]]: ...
     @overload
     def watch(
@@ -293,10 +186,15 @@ class ApiClient(ReaderBase):
         *,
         resource_version: str = "",
         timeout_seconds: int = 300,
-        **options: Any,
+        **options: Unpack[ListKwargs],
     ) -> AsyncIterator[WatchEvent[dict[str, Any]]]: ...
     async def watch(
-        self, kind: Kind, *, resource_version: str = "", timeout_seconds: int = 300, **options: Any
+        self,
+        kind: Kind,
+        *,
+        resource_version: str = "",
+        timeout_seconds: int = 300,
+        **options: Unpack[ListKwargs],
     ) -> AsyncIterator[WatchEvent[Any]]:
         """Watch ``kind`` from ``resource_version`` (``list`` keyword filters apply); bookmarks included.
 

@@ -75,6 +75,7 @@ __all__ = [
     "UnknownKind",
     "UnsupportedMediaType",
     "api_error_from_status",
+    "failure_status",
 ]
 
 
@@ -270,6 +271,19 @@ _BY_CODE: dict[int, type[ApiError]] = {
     503: ServiceUnavailable,
     504: ServerTimeout,
 }
+
+
+def failure_status(reason: str, code: int, message: str, **details: Any) -> dict[str, Any]:
+    """A failure ``metav1.Status`` as the apiserver writes it (for fakes and caches that answer
+    in its place)."""
+    return {
+        "kind": "Status",
+        "status": "Failure",
+        "reason": reason,
+        "code": code,
+        "message": message,
+        "details": details,
+    }
 
 
 def api_error_from_status(

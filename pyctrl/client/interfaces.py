@@ -3,7 +3,7 @@
 Mirrors controller-runtime ``pkg/client/interfaces.go``. Every implementation — the apiserver
 client, the cache-backed split client, the fake client — satisfies these Protocols, so
 reconcilers depend on the Protocol and tests swap the implementation. ``ReaderBase`` carries the
-typed ``get``/``list`` signatures once for pyctrl's own readers (each implements ``_get``/``_list``).
+typed signatures once for pyctrl's own readers and writers (each implements only primitives).
 
 Call shape (controller-runtime's obj-in, typed-out)::
 
@@ -14,38 +14,54 @@ Call shape (controller-runtime's obj-in, typed-out)::
 
 A kind is a typed class or a ``GroupVersionKind`` (then objects are plain dicts). Writes return
 the object as stored by the apiserver and leave their argument unmodified.
+
+Each verb's keywords are spelled once (:mod:`pyctrl.client.options`); ``ReaderBase``,
+``ObjectWriterBase`` and ``WriterBase`` parse them into option objects and hand those to the
+private primitives (``_get``, ``_list``, ``_create``, ``_update``, ``_patch``, ``_delete``,
+``_delete_all_of``), which are all an implementation writes.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, Protocol, TypeVar, overload
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar, Unpack, cast, overload
 
 from pyctrl.client.gvk import GroupVersionKind
 from pyctrl.client.objects import KubeObject
-from pyctrl.client.patch import Patch
-from pyctrl.client.selectors import FieldSelector, Selector
+from pyctrl.client.options import (
+    CreateOptions,
+    DeleteAllOfKwargs,
+    DeleteAllOfOptions,
+    DeleteKwargs,
+    DeleteOptions,
+    GetOptions,
+    ListKwargs,
+    ListOptions,
+    PatchKwargs,
+    PatchOptions,
+    UpdateOptions,
+    WriteKwargs,
+)
+from pyctrl.client.patch import Apply, Patch
+from pyctrl.client.scheme import Kind
 
 __all__ = [
     "Client",
-    "ListOptions",
     "ObjectList",
-    "Preconditions",
-    "PropagationPolicy",
+    "ObjectWriterBase",
     "Reader",
     "ReaderBase",
     "StatusWriter",
     "SubResourceClient",
     "Writer",
+    "WriterBase",
 ]
 
 T = TypeVar("T", bound=KubeObject)
 ObjT = TypeVar("ObjT", bound=KubeObject | dict[str, Any])
 ItemT = TypeVar("ItemT")
-
-PropagationPolicy = Literal["Foreground", "Background", "Orphan"]
 
 
 @dataclass
@@ -65,65 +81,9 @@ class ObjectList(Generic[ItemT]):
         return len(self.items)
 
 
-@dataclass(frozen=True, slots=True)
-class Preconditions:
-    """Delete only if the object still has this uid / resourceVersion (else ``Conflict``)."""
-
-    uid: str | None = None
-    resource_version: str | None = None
-
-
-@dataclass(frozen=True)
-class ListOptions:
-    """Normalised list/watch filters (built from the keyword arguments of ``list``)."""
-
-    namespace: str | None = None
-    label_selector: Selector = field(default_factory=Selector)
-    field_selector: FieldSelector = field(default_factory=FieldSelector)
-    limit: int | None = None
-    continue_: str | None = None
-
-    @classmethod
-    def build(
-        cls,
-        *,
-        namespace: str | None = None,
-        labels: Mapping[str, str] | None = None,
-        label_selector: str | Selector | None = None,
-        fields: Mapping[str, str] | None = None,
-        field_selector: str | FieldSelector | None = None,
-        limit: int | None = None,
-        continue_: str | None = None,
-    ) -> ListOptions:
-        """Combine ``labels`` (equality) with ``label_selector``, ``fields`` with ``field_selector``."""
-        sel = Selector.parse(label_selector) if isinstance(label_selector, str) else label_selector
-        reqs = (*(sel.requirements if sel else ()), *Selector.from_labels(labels or {}).requirements)
-        fsel = FieldSelector.parse(field_selector) if isinstance(field_selector, str) else field_selector
-        clauses = (*(fsel.clauses if fsel else ()), *FieldSelector.from_fields(fields or {}).clauses)
-        if limit is not None and limit < 0:
-            raise ValueError(f"limit must be >= 0, got {limit}")
-        return cls(
-            namespace or None, Selector(reqs), FieldSelector(clauses), limit or None, continue_ or None
-        )
-
-    def as_kwargs(self) -> dict[str, Any]:
-        """These options as keyword arguments of ``Reader.list`` (to hand them to another reader)."""
-        return {
-            "namespace": self.namespace,
-            "label_selector": self.label_selector,
-            "field_selector": self.field_selector,
-            "limit": self.limit,
-            "continue_": self.continue_,
-        }
-
-    def query(self) -> dict[str, Any]:
-        """The query parameters for the apiserver."""
-        return {
-            "labelSelector": str(self.label_selector) or None,
-            "fieldSelector": str(self.field_selector) or None,
-            "limit": self.limit,
-            "continue": self.continue_,
-        }
+def stored(obj: ObjT, answer: Any) -> ObjT:
+    """``answer`` (decoded into ``obj``'s type by the implementation) typed as ``obj`` is."""
+    return cast(ObjT, answer)
 
 
 class Reader(Protocol):
@@ -137,30 +97,10 @@ class Reader(Protocol):
     ) -> dict[str, Any]: ...
 
     @overload
-    async def list(
-        self,
-        kind: type[T],
-        *,
-        namespace: str | None = None,
-        labels: Mapping[str, str] | None = None,
-        label_selector: str | Selector | None = None,
-        fields: Mapping[str, str] | None = None,
-        field_selector: str | FieldSelector | None = None,
-        limit: int | None = None,
-        continue_: str | None = None,
-    ) -> ObjectList[T]: ...
+    async def list(self, kind: type[T], **options: Unpack[ListKwargs]) -> ObjectList[T]: ...
     @overload
     async def list(
-        self,
-        kind: GroupVersionKind,
-        *,
-        namespace: str | None = None,
-        labels: Mapping[str, str] | None = None,
-        label_selector: str | Selector | None = None,
-        fields: Mapping[str, str] | None = None,
-        field_selector: str | FieldSelector | None = None,
-        limit: int | None = None,
-        continue_: str | None = None,
+        self, kind: GroupVersionKind, **options: Unpack[ListKwargs]
     ) -> ObjectList[dict[str, Any]]: ...
 
 
@@ -168,8 +108,8 @@ class ReaderBase(ABC):
     """The typed ``get``/``list`` of :class:`Reader`, written once for every implementation.
 
     A subclass implements :meth:`_get` and :meth:`_list`; the overloads give callers a typed
-    object for a class and a dict for a ``GroupVersionKind``, and ``list`` options are parsed
-    and checked (:meth:`ListOptions.build`) before :meth:`_list` sees them.
+    object for a class and a dict for a ``GroupVersionKind``, and the options are parsed and
+    checked (:class:`~pyctrl.client.options.ListOptions`) before the primitives see them.
     """
 
     @overload
@@ -178,113 +118,102 @@ class ReaderBase(ABC):
     async def get(
         self, kind: GroupVersionKind, name: str, *, namespace: str | None = None
     ) -> dict[str, Any]: ...
-    async def get(
-        self, kind: type[KubeObject] | GroupVersionKind, name: str, *, namespace: str | None = None
-    ) -> Any:
-        return await self._get(kind, name, namespace)
+    async def get(self, kind: Kind, name: str, *, namespace: str | None = None) -> Any:
+        return await self._get(kind, name, GetOptions(namespace or None))
 
     @overload
-    async def list(
-        self,
-        kind: type[T],
-        *,
-        namespace: str | None = None,
-        labels: Mapping[str, str] | None = None,
-        label_selector: str | Selector | None = None,
-        fields: Mapping[str, str] | None = None,
-        field_selector: str | FieldSelector | None = None,
-        limit: int | None = None,
-        continue_: str | None = None,
-    ) -> ObjectList[T]: ...
+    async def list(self, kind: type[T], **options: Unpack[ListKwargs]) -> ObjectList[T]: ...
     @overload
     async def list(
-        self,
-        kind: GroupVersionKind,
-        *,
-        namespace: str | None = None,
-        labels: Mapping[str, str] | None = None,
-        label_selector: str | Selector | None = None,
-        fields: Mapping[str, str] | None = None,
-        field_selector: str | FieldSelector | None = None,
-        limit: int | None = None,
-        continue_: str | None = None,
+        self, kind: GroupVersionKind, **options: Unpack[ListKwargs]
     ) -> ObjectList[dict[str, Any]]: ...
-    async def list(self, kind: type[KubeObject] | GroupVersionKind, **options: Any) -> ObjectList[Any]:
+    async def list(self, kind: Kind, **options: Unpack[ListKwargs]) -> ObjectList[Any]:
         return await self._list(kind, ListOptions.build(**options))
 
     @abstractmethod
-    async def _get(self, kind: type[KubeObject] | GroupVersionKind, name: str, namespace: str | None) -> Any:
+    async def _get(self, kind: Kind, name: str, opts: GetOptions) -> Any:
         """The object ``name`` (typed for a class, a dict for a GVK); ``NotFound`` when absent."""
 
     @abstractmethod
-    async def _list(self, kind: type[KubeObject] | GroupVersionKind, opts: ListOptions) -> ObjectList[Any]:
+    async def _list(self, kind: Kind, opts: ListOptions) -> ObjectList[Any]:
         """The objects matching ``opts`` (typed for a class, dicts for a GVK)."""
 
 
-class Writer(Protocol):
+class _ObjectWriter(Protocol):
+    """update, patch and apply: what the main resource and the status subresource both offer."""
+
+    async def update(self, obj: ObjT, **options: Unpack[WriteKwargs]) -> ObjT: ...
+
+    async def patch(self, obj: ObjT, patch: Patch, **options: Unpack[PatchKwargs]) -> ObjT: ...
+
+    async def apply(
+        self, obj: ObjT, *, field_manager: str, force: bool = False, dry_run: bool = False
+    ) -> ObjT: ...
+
+
+class Writer(_ObjectWriter, Protocol):
     """controller-runtime ``client.Writer``: create, update, patch, apply, delete, delete_all_of."""
 
-    async def create(self, obj: ObjT, *, dry_run: bool = False, field_manager: str | None = None) -> ObjT: ...
+    async def create(self, obj: ObjT, **options: Unpack[WriteKwargs]) -> ObjT: ...
 
-    async def update(self, obj: ObjT, *, dry_run: bool = False, field_manager: str | None = None) -> ObjT: ...
+    async def delete(self, obj: KubeObject | dict[str, Any], **options: Unpack[DeleteKwargs]) -> None: ...
 
-    async def patch(
-        self,
-        obj: ObjT,
-        patch: Patch,
-        *,
-        dry_run: bool = False,
-        field_manager: str | None = None,
-        force: bool | None = None,
-    ) -> ObjT: ...
-
-    async def apply(
-        self, obj: ObjT, *, field_manager: str, force: bool = False, dry_run: bool = False
-    ) -> ObjT: ...
-
-    async def delete(
-        self,
-        obj: KubeObject | dict[str, Any],
-        *,
-        propagation_policy: PropagationPolicy | None = None,
-        preconditions: Preconditions | None = None,
-        grace_period_seconds: int | None = None,
-        dry_run: bool = False,
-    ) -> None: ...
-
-    async def delete_all_of(
-        self,
-        kind: type[KubeObject] | GroupVersionKind,
-        *,
-        namespace: str | None = None,
-        labels: Mapping[str, str] | None = None,
-        label_selector: str | Selector | None = None,
-        fields: Mapping[str, str] | None = None,
-        field_selector: str | FieldSelector | None = None,
-        propagation_policy: PropagationPolicy | None = None,
-        grace_period_seconds: int | None = None,
-        dry_run: bool = False,
-    ) -> None: ...
+    async def delete_all_of(self, kind: Kind, **options: Unpack[DeleteAllOfKwargs]) -> None: ...
 
 
-class StatusWriter(Protocol):
+class StatusWriter(_ObjectWriter, Protocol):
     """controller-runtime ``client.SubResourceWriter`` for ``status``: writes only ``.status``."""
 
-    async def update(self, obj: ObjT, *, dry_run: bool = False, field_manager: str | None = None) -> ObjT: ...
 
-    async def patch(
-        self,
-        obj: ObjT,
-        patch: Patch,
-        *,
-        dry_run: bool = False,
-        field_manager: str | None = None,
-        force: bool | None = None,
-    ) -> ObjT: ...
+class ObjectWriterBase(ABC):
+    """The typed ``update``/``patch``/``apply`` written once; a subclass implements :meth:`_update`
+    and :meth:`_patch` (``apply`` is a patch with :data:`~pyctrl.client.patch.Apply`)."""
+
+    async def update(self, obj: ObjT, **options: Unpack[WriteKwargs]) -> ObjT:
+        return await self._update(obj, UpdateOptions(**options))
+
+    async def patch(self, obj: ObjT, patch: Patch, **options: Unpack[PatchKwargs]) -> ObjT:
+        return await self._patch(obj, patch, PatchOptions.build(patch, **options))
 
     async def apply(
         self, obj: ObjT, *, field_manager: str, force: bool = False, dry_run: bool = False
-    ) -> ObjT: ...
+    ) -> ObjT:
+        opts = PatchOptions.build(Apply, dry_run=dry_run, field_manager=field_manager, force=force)
+        return await self._patch(obj, Apply, opts)
+
+    @abstractmethod
+    async def _update(self, obj: ObjT, opts: UpdateOptions) -> ObjT:
+        """Replace the object (its ``resourceVersion`` guards against lost updates)."""
+
+    @abstractmethod
+    async def _patch(self, obj: ObjT, patch: Patch, opts: PatchOptions) -> ObjT:
+        """Patch the object with ``patch.data(obj)``; :data:`Apply` is server-side apply."""
+
+
+class WriterBase(ObjectWriterBase):
+    """The typed :class:`Writer` verbs written once: :meth:`_create`, :meth:`_delete` and
+    :meth:`_delete_all_of` besides the primitives of :class:`ObjectWriterBase`."""
+
+    async def create(self, obj: ObjT, **options: Unpack[WriteKwargs]) -> ObjT:
+        return await self._create(obj, CreateOptions(**options))
+
+    async def delete(self, obj: KubeObject | dict[str, Any], **options: Unpack[DeleteKwargs]) -> None:
+        await self._delete(obj, DeleteOptions(**options))
+
+    async def delete_all_of(self, kind: Kind, **options: Unpack[DeleteAllOfKwargs]) -> None:
+        await self._delete_all_of(kind, DeleteAllOfOptions.build(**options))
+
+    @abstractmethod
+    async def _create(self, obj: ObjT, opts: CreateOptions) -> ObjT:
+        """Create the object; ``AlreadyExists`` when it does."""
+
+    @abstractmethod
+    async def _delete(self, obj: KubeObject | dict[str, Any], opts: DeleteOptions) -> None:
+        """Delete the object (finalizers may keep it, marked for deletion)."""
+
+    @abstractmethod
+    async def _delete_all_of(self, kind: Kind, opts: DeleteAllOfOptions) -> None:
+        """Delete every object of ``kind`` the selection matches."""
 
 
 class SubResourceClient(Protocol):

@@ -29,6 +29,7 @@ from typing import Any
 from pyctrl.client.scheme import Object, encode, to_dict
 
 __all__ = [
+    "Apply",
     "MergeFrom",
     "Patch",
     "PatchType",
@@ -54,6 +55,25 @@ class Patch:
 
     def data(self, obj: Object) -> bytes:
         raise NotImplementedError
+
+
+class _ApplyPatch(Patch):
+    """The applied configuration is the object itself, without ``managedFields`` (which the
+    apiserver refuses in an apply)."""
+
+    patch_type = PatchType.APPLY
+
+    def data(self, obj: Object) -> bytes:
+        data = dict(to_dict(obj))
+        data["metadata"] = {k: v for k, v in (data.get("metadata") or {}).items() if k != "managedFields"}
+        return encode(data)
+
+    def __repr__(self) -> str:
+        return "Apply"
+
+
+#: controller-runtime ``client.Apply``: ``client.patch(obj, Apply, field_manager=...)`` is ``apply``.
+Apply: Patch = _ApplyPatch()
 
 
 @dataclass(frozen=True)

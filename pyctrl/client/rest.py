@@ -33,7 +33,7 @@ import random
 import socket
 import time
 from collections.abc import AsyncGenerator, Mapping
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -52,7 +52,7 @@ from pyctrl.client.errors import (
 )
 from pyctrl.metrics import registry
 
-__all__ = ["TokenBucket", "Transport", "requests_total"]
+__all__ = ["HTTPTransport", "TokenBucket", "Transport", "parse_json", "requests_total"]
 
 #: client-go ``rest_client_requests_total``.
 requests_total = Counter(
@@ -82,6 +82,34 @@ def _keepalive_socket(addr_info: tuple[Any, ...]) -> socket.socket:
         if hasattr(socket, option):  # Linux names; other systems keep their defaults
             sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
     return sock
+
+
+class HTTPTransport(Protocol):
+    """The transport seam of :class:`~pyctrl.client.ApiClient` (httpx's one-method transport).
+
+    Send one request and return the response body; a failure is raised as a
+    :mod:`pyctrl.client.errors` type. :class:`Transport` is the real one; a wrapper (recording,
+    fault injection) takes another transport and delegates to it.
+    """
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        body: bytes | None = None,
+        content_type: str | None = None,
+        request_timeout: float | None = None,
+    ) -> bytes: ...
+
+
+def parse_json(data: bytes, what: str) -> Any:
+    """A response body as JSON; ``TransportError`` naming ``what`` when it is not."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise TransportError(f"{what}: response is not JSON: {data[:200]!r}") from exc
 
 
 class TokenBucket:
@@ -253,10 +281,7 @@ class Transport:
     ) -> Any:
         """:meth:`request` and parse the JSON body."""
         data = await self.request(method, path, params=params, body=body, content_type=content_type)
-        try:
-            return orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            raise TransportError(f"{method} {path}: response is not JSON: {data[:200]!r}") from exc
+        return parse_json(data, f"{method} {path}")
 
     async def stream_lines(
         self, path: str, *, params: Mapping[str, Any] | None = None, read_timeout: float | None = None

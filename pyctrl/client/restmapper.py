@@ -24,7 +24,7 @@ from urllib.parse import quote
 
 from pyctrl.client.errors import NotFound, UnknownKind
 from pyctrl.client.gvk import GroupVersionKind, GroupVersionResource
-from pyctrl.client.rest import Transport
+from pyctrl.client.rest import HTTPTransport, parse_json
 
 __all__ = ["DiscoveryRESTMapper", "RESTMapper", "RESTMapping", "StaticRESTMapper", "resource_path"]
 
@@ -75,7 +75,7 @@ def resource_path(
 class DiscoveryRESTMapper:
     """Maps kinds through the apiserver's discovery documents, cached per group-version."""
 
-    def __init__(self, transport: Transport) -> None:
+    def __init__(self, transport: HTTPTransport) -> None:
         self._transport = transport
         self._cache: dict[tuple[str, str], dict[str, RESTMapping]] = {}
         self._inflight: dict[tuple[str, str], asyncio.Future[dict[str, RESTMapping]]] = {}
@@ -115,7 +115,8 @@ class DiscoveryRESTMapper:
 
     async def _discover(self, group: str, version: str) -> dict[str, RESTMapping]:
         try:
-            doc: Any = await self._transport.request_json("GET", _gv_path(group, version))
+            path = _gv_path(group, version)
+            doc: Any = parse_json(await self._transport.request("GET", path), f"GET {path}")
         except NotFound as exc:
             api_version = f"{group}/{version}" if group else version
             raise UnknownKind(f"the apiserver does not serve {api_version}") from exc

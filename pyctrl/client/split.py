@@ -22,16 +22,23 @@ from typing import Any, TypeVar
 from pyctrl.client.gvk import GroupVersionKind
 from pyctrl.client.interfaces import (
     Client,
-    ListOptions,
     ObjectList,
-    Preconditions,
-    PropagationPolicy,
     Reader,
     ReaderBase,
     StatusWriter,
     SubResourceClient,
+    WriterBase,
 )
 from pyctrl.client.objects import KubeObject
+from pyctrl.client.options import (
+    CreateOptions,
+    DeleteAllOfOptions,
+    DeleteOptions,
+    GetOptions,
+    ListOptions,
+    PatchOptions,
+    UpdateOptions,
+)
 from pyctrl.client.patch import Patch
 from pyctrl.client.scheme import Kind, kind_gvk
 
@@ -41,7 +48,7 @@ T = TypeVar("T", bound=KubeObject)
 ObjT = TypeVar("ObjT", bound=KubeObject | dict[str, Any])
 
 
-class SplitClient(ReaderBase):
+class SplitClient(ReaderBase, WriterBase):
     """A ``Client`` that reads through ``cache`` and writes through ``client``."""
 
     def __init__(
@@ -69,56 +76,30 @@ class SplitClient(ReaderBase):
             return self.client
         return self.cache
 
-    async def _get(self, kind: Kind, name: str, namespace: str | None) -> Any:
-        return await self._reader(kind).get(kind, name, namespace=namespace)
+    async def _get(self, kind: Kind, name: str, opts: GetOptions) -> Any:
+        return await self._reader(kind).get(kind, name, namespace=opts.namespace)
 
     async def _list(self, kind: Kind, opts: ListOptions) -> ObjectList[Any]:
         reader = self._reader(kind)
         if isinstance(reader, ReaderBase):  # pyctrl's own readers take the parsed options as they are
             return await reader._list(kind, opts)
-        return await reader.list(kind, **opts.as_kwargs())
+        return await reader.list(kind, **opts.kwargs())
 
-    async def create(self, obj: ObjT, *, dry_run: bool = False, field_manager: str | None = None) -> ObjT:
-        return await self.client.create(obj, dry_run=dry_run, field_manager=field_manager)
+    # Writes go to the apiserver client, through its public verbs (it may be any Client).
+    async def _create(self, obj: ObjT, opts: CreateOptions) -> ObjT:
+        return await self.client.create(obj, **opts.kwargs())
 
-    async def update(self, obj: ObjT, *, dry_run: bool = False, field_manager: str | None = None) -> ObjT:
-        return await self.client.update(obj, dry_run=dry_run, field_manager=field_manager)
+    async def _update(self, obj: ObjT, opts: UpdateOptions) -> ObjT:
+        return await self.client.update(obj, **opts.kwargs())
 
-    async def patch(
-        self,
-        obj: ObjT,
-        patch: Patch,
-        *,
-        dry_run: bool = False,
-        field_manager: str | None = None,
-        force: bool | None = None,
-    ) -> ObjT:
-        return await self.client.patch(obj, patch, dry_run=dry_run, field_manager=field_manager, force=force)
+    async def _patch(self, obj: ObjT, patch: Patch, opts: PatchOptions) -> ObjT:
+        return await self.client.patch(obj, patch, **opts.kwargs())
 
-    async def apply(
-        self, obj: ObjT, *, field_manager: str, force: bool = False, dry_run: bool = False
-    ) -> ObjT:
-        return await self.client.apply(obj, field_manager=field_manager, force=force, dry_run=dry_run)
+    async def _delete(self, obj: KubeObject | dict[str, Any], opts: DeleteOptions) -> None:
+        await self.client.delete(obj, **opts.kwargs())
 
-    async def delete(
-        self,
-        obj: KubeObject | dict[str, Any],
-        *,
-        propagation_policy: PropagationPolicy | None = None,
-        preconditions: Preconditions | None = None,
-        grace_period_seconds: int | None = None,
-        dry_run: bool = False,
-    ) -> None:
-        await self.client.delete(
-            obj,
-            propagation_policy=propagation_policy,
-            preconditions=preconditions,
-            grace_period_seconds=grace_period_seconds,
-            dry_run=dry_run,
-        )
-
-    async def delete_all_of(self, kind: Kind, **options: Any) -> None:
-        await self.client.delete_all_of(kind, **options)
+    async def _delete_all_of(self, kind: Kind, opts: DeleteAllOfOptions) -> None:
+        await self.client.delete_all_of(kind, **opts.kwargs())
 
     def status(self) -> StatusWriter:
         return self.client.status()

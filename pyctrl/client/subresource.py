@@ -1,136 +1,141 @@
-"""The ``status`` writer and generic subresource client of :class:`~pyctrl.client.ApiClient`, and
-the request bodies and parameters the writes share.
+"""Requests on one object's URL or one of its subresources: the writes of
+:class:`~pyctrl.client.ApiClient`, its ``status`` writer and its generic subresource client.
 
 Mirrors controller-runtime ``client.SubResourceWriter``/``SubResourceClient`` (``Status()``,
-``SubResource("scale")``) and ``metav1.DeleteOptions``. Guarantees: status writes go to
-``<object>/status`` and answer the whole object; other subresources take and answer their own
-type (``Scale`` for ``scale``); server-side apply bodies never carry ``managedFields``.
+``SubResource("scale")``). :class:`ObjectRequests` depends only on an :class:`Endpoint` (a
+transport and the REST mapping of kinds), not on the client, so the main resource, ``status``
+and any other subresource share one implementation of each request.
+
+Guarantees: status writes go to ``<object>/status`` and answer the whole object; other
+subresources take and answer their own type (``Scale`` for ``scale``); answers are decoded into
+the argument's type (a typed object or a fresh dict); server-side apply bodies never carry
+``managedFields`` (:data:`~pyctrl.client.patch.Apply`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import orjson
 
-from pyctrl.client.interfaces import Preconditions, PropagationPolicy
+from pyctrl.client.interfaces import ObjectWriterBase, stored
 from pyctrl.client.objects import KubeObject
-from pyctrl.client.patch import Patch, PatchType
-from pyctrl.client.scheme import Object, encode, to_dict
+from pyctrl.client.options import PatchOptions, UpdateOptions
+from pyctrl.client.patch import Patch
+from pyctrl.client.rest import HTTPTransport
+from pyctrl.client.restmapper import RESTMapping, resource_path
+from pyctrl.client.scheme import Kind, Object, decode, encode, gvk_of
 
-if TYPE_CHECKING:
-    from pyctrl.client.client import ApiClient
-
-__all__ = ["StatusWriterImpl", "SubResourceClientImpl", "apply_body", "delete_options", "write_params"]
+__all__ = ["Endpoint", "ObjectRequests", "StatusWriterImpl", "SubResourceClientImpl", "kind_of", "name_ns"]
 
 T = TypeVar("T", bound=KubeObject)
 ObjT = TypeVar("ObjT", bound=KubeObject | dict[str, Any])
 
-
-def delete_options(
-    *,
-    propagation_policy: PropagationPolicy | None = None,
-    preconditions: Preconditions | None = None,
-    grace_period_seconds: int | None = None,
-    dry_run: bool = False,
-) -> dict[str, Any]:
-    """A ``metav1.DeleteOptions`` body."""
-    body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
-    if propagation_policy is not None:
-        if propagation_policy not in ("Foreground", "Background", "Orphan"):
-            raise ValueError(
-                f"propagation_policy must be Foreground, Background or Orphan: {propagation_policy!r}"
-            )
-        body["propagationPolicy"] = propagation_policy
-    if preconditions is not None:
-        pre = {"uid": preconditions.uid, "resourceVersion": preconditions.resource_version}
-        body["preconditions"] = {k: v for k, v in pre.items() if v}
-    if grace_period_seconds is not None:
-        body["gracePeriodSeconds"] = grace_period_seconds
-    if dry_run:
-        body["dryRun"] = ["All"]
-    return body
+_JSON = "application/json"
 
 
-def write_params(dry_run: bool, field_manager: str | None, force: bool | None = None) -> dict[str, Any]:
-    return {"dryRun": "All" if dry_run else None, "fieldManager": field_manager, "force": force}
+class Endpoint(Protocol):
+    """Where requests go: a transport, and the REST mapping of a kind (``ApiClient`` is one)."""
+
+    @property
+    def transport(self) -> HTTPTransport: ...
+
+    async def mapping(self, kind: Kind) -> RESTMapping: ...
 
 
-def apply_body(obj: Object) -> bytes:
-    data = dict(to_dict(obj))
-    meta = dict(data.get("metadata") or {})
-    meta.pop("managedFields", None)
-    data["metadata"] = meta
-    return encode(data)
+def kind_of(obj: Object) -> Kind:
+    """The kind an object is decoded as: its class, or the GVK of a dict."""
+    return type(obj) if isinstance(obj, KubeObject) else gvk_of(obj)
 
 
-class StatusWriterImpl:
+def name_ns(obj: Object) -> tuple[str, str | None]:
+    meta = (
+        obj.metadata.model_dump(exclude_none=True)
+        if isinstance(obj, KubeObject)
+        else obj.get("metadata") or {}
+    )
+    return str(meta.get("name") or ""), meta.get("namespace") or None
+
+
+class ObjectRequests:
+    """PUT/PATCH/POST/GET/DELETE on ``<object>[/<subresource>]`` through an :class:`Endpoint`."""
+
+    def __init__(self, endpoint: Endpoint, subresource: str | None = None) -> None:
+        self._endpoint, self.subresource = endpoint, subresource
+
+    async def path(self, obj: Object) -> str:
+        mapping = await self._endpoint.mapping(kind_of(obj))
+        name, namespace = name_ns(obj)
+        return resource_path(mapping, namespace=namespace, name=name, subresource=self.subresource)
+
+    async def send(
+        self,
+        method: str,
+        obj: Object,
+        *,
+        params: dict[str, Any] | None = None,
+        body: bytes | None = None,
+        content_type: str | None = _JSON,
+    ) -> bytes:
+        path = await self.path(obj)
+        return await self._endpoint.transport.request(
+            method, path, params=params, body=body, content_type=content_type if body is not None else None
+        )
+
+    async def put(self, obj: ObjT, opts: UpdateOptions) -> ObjT:
+        data = await self.send("PUT", obj, params=opts.query(), body=encode(obj))
+        return stored(obj, decode(kind_of(obj), data))
+
+    async def patch(self, obj: ObjT, patch: Patch, opts: PatchOptions) -> ObjT:
+        data = await self.send(
+            "PATCH", obj, params=opts.query(), body=patch.data(obj), content_type=patch.patch_type.value
+        )
+        return stored(obj, decode(kind_of(obj), data))
+
+
+class StatusWriterImpl(ObjectWriterBase):
     """``client.status()``: writes go to ``<object>/status``; the response is the whole object."""
 
-    def __init__(self, client: ApiClient) -> None:
-        self._client = client
+    def __init__(self, endpoint: Endpoint) -> None:
+        self._requests = ObjectRequests(endpoint, "status")
 
-    async def update(self, obj: ObjT, *, dry_run: bool = False, field_manager: str | None = None) -> ObjT:
-        return await self._client._put(obj, "status", dry_run, field_manager)
+    async def _update(self, obj: ObjT, opts: UpdateOptions) -> ObjT:
+        return await self._requests.put(obj, opts)
 
-    async def patch(
-        self,
-        obj: ObjT,
-        patch: Patch,
-        *,
-        dry_run: bool = False,
-        field_manager: str | None = None,
-        force: bool | None = None,
-    ) -> ObjT:
-        return await self._client._patch(
-            obj,
-            patch_type=patch.patch_type,
-            body=patch.data(obj),
-            subresource="status",
-            dry_run=dry_run,
-            field_manager=field_manager,
-            force=force,
-        )
-
-    async def apply(
-        self, obj: ObjT, *, field_manager: str, force: bool = False, dry_run: bool = False
-    ) -> ObjT:
-        return await self._client._patch(
-            obj,
-            patch_type=PatchType.APPLY,
-            body=apply_body(obj),
-            subresource="status",
-            dry_run=dry_run,
-            field_manager=field_manager,
-            force=force,
-        )
+    async def _patch(self, obj: ObjT, patch: Patch, opts: PatchOptions) -> ObjT:
+        return await self._requests.patch(obj, patch, opts)
 
 
 class SubResourceClientImpl:
     """``client.subresource(name)``: bodies are the subresource's own type (e.g. ``Scale``)."""
 
-    def __init__(self, client: ApiClient, name: str) -> None:
-        self._client, self._name = client, name
+    def __init__(self, endpoint: Endpoint, name: str) -> None:
+        if not name or "/" in name:
+            raise ValueError(f"invalid subresource name {name!r}")
+        self._requests = ObjectRequests(endpoint, name)
 
-    async def _send(self, method: str, obj: Object, body: bytes, content_type: str, dry_run: bool) -> bytes:
-        path = await self._client._object_path(obj, self._name)
-        return await self._client.transport.request(
-            method, path, params=write_params(dry_run, None), body=body, content_type=content_type
-        )
+    @staticmethod
+    def _params(dry_run: bool) -> dict[str, Any]:
+        return UpdateOptions(dry_run=dry_run).query()
 
     async def get(self, obj: Object, into: type[T]) -> T:
-        path = await self._client._object_path(obj, self._name)
-        return into.model_validate_json(await self._client.transport.request("GET", path))
+        return into.model_validate_json(await self._requests.send("GET", obj))
 
     async def create(self, obj: Object, body: Object, *, dry_run: bool = False) -> dict[str, Any]:
-        data = await self._send("POST", obj, encode(body), "application/json", dry_run)
+        data = await self._requests.send("POST", obj, params=self._params(dry_run), body=encode(body))
         result: dict[str, Any] = orjson.loads(data) if data else {}
         return result
 
     async def update(self, obj: Object, body: T, *, dry_run: bool = False) -> T:
-        data = await self._send("PUT", obj, encode(body), "application/json", dry_run)
+        data = await self._requests.send("PUT", obj, params=self._params(dry_run), body=encode(body))
         return type(body).model_validate_json(data)
 
     async def patch(self, obj: Object, patch: Patch, into: type[T], *, dry_run: bool = False) -> T:
-        data = await self._send("PATCH", obj, patch.data(obj), patch.patch_type.value, dry_run)
+        data = await self._requests.send(
+            "PATCH",
+            obj,
+            params=self._params(dry_run),
+            body=patch.data(obj),
+            content_type=patch.patch_type.value,
+        )
         return into.model_validate_json(data)

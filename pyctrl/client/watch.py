@@ -25,7 +25,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 import orjson
 
 from pyctrl.client.errors import TransportError, api_error_from_status
-from pyctrl.client.interfaces import ListOptions
+from pyctrl.client.options import ListOptions
 from pyctrl.client.rest import Transport
 
 __all__ = [

@@ -57,7 +57,7 @@ async def test_a_kind_added_after_its_group_version_was_cached_is_found_by_refre
 
 
 async def _served(api: ApiClient) -> list[GroupVersionKind]:
-    doc = await api.transport.request_json("GET", "/apis/test.pyctrl.io/v1")
+    doc = await api.rest.request_json("GET", "/apis/test.pyctrl.io/v1")
     return [GroupVersionKind("test.pyctrl.io", "v1", r["kind"]) for r in doc["resources"]]
 
 
@@ -118,7 +118,7 @@ async def test_a_watch_from_a_resource_version_the_apiserver_no_longer_has_raise
 
 
 async def test_requests_are_counted_by_code_method_and_host(api: ApiClient, namespace: str) -> None:
-    host = api.transport.host
+    host = api.rest.host
     before_ok = requests_total.labels(code="200", method="GET", host=host)._value.get()
     before_missing = requests_total.labels(code="404", method="GET", host=host)._value.get()
     await api.list(ConfigMap, namespace=namespace)

@@ -63,7 +63,7 @@ class LeadingMarker:
 
 
 def cut_off(mgr: Manager, facts: Facts) -> None:
-    transport = mgr.api_client.transport
+    transport = mgr.api_client.rest
     forever = asyncio.Event()
 
     async def hang_request(*args: Any, **kwargs: Any) -> bytes:

@@ -89,7 +89,7 @@ class Gate:
     def __init__(self, mgr: Manager, *resources: str) -> None:
         self.open: dict[str, asyncio.Event] = {r: asyncio.Event() for r in resources}
         self.seen: set[str] = set()
-        transport = mgr.api_client.transport
+        transport = mgr.api_client.rest
         request, stream_lines = transport.request, transport.stream_lines
 
         async def gated_request(method: str, path: str, **kw: Any) -> bytes:

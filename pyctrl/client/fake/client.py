@@ -14,20 +14,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any, TypeVar, Unpack
 
 import orjson
 
-from pyctrl.client.errors import Gone, MethodNotAllowed
+from pyctrl.client.errors import Gone, MethodNotAllowed, failure_status
 from pyctrl.client.fake.core import FakeCore
 from pyctrl.client.gvk import GroupVersionKind
-from pyctrl.client.interfaces import ListOptions, ObjectList, Preconditions, PropagationPolicy, ReaderBase
+from pyctrl.client.interfaces import ObjectList, ObjectWriterBase, ReaderBase, WriterBase, stored
 from pyctrl.client.objects import KubeObject
+from pyctrl.client.options import (
+    CreateOptions,
+    DeleteAllOfOptions,
+    DeleteOptions,
+    GetOptions,
+    ListKwargs,
+    ListOptions,
+    PatchOptions,
+    UpdateOptions,
+)
 from pyctrl.client.patch import Patch, PatchType, apply_json_patch, apply_merge_patch
 from pyctrl.client.restmapper import RESTMapping, StaticRESTMapper
 from pyctrl.client.scheme import Kind, Object, Scheme, decode, default_scheme, gvk_of, kind_gvk, to_dict
-from pyctrl.client.selectors import FieldSelector, Selector
 from pyctrl.client.watch import INITIAL_EVENTS_END, RawEvent, RawList, WatchEvent
 
 __all__ = ["FakeClient"]
@@ -36,11 +45,39 @@ T = TypeVar("T", bound=KubeObject)
 ObjT = TypeVar("ObjT", bound=KubeObject | dict[str, Any])
 
 
-def _as(obj: Object, data: dict[str, Any]) -> Any:
-    return type(obj).model_validate(data) if isinstance(obj, KubeObject) else data
+def _as(obj: ObjT, data: dict[str, Any]) -> ObjT:
+    return stored(obj, type(obj).model_validate(data) if isinstance(obj, KubeObject) else data)
 
 
-class FakeClient(ReaderBase):
+class _FakeObjectWriter(ObjectWriterBase):
+    """update and patch (apply included) of the main resource or, with ``status``, the status."""
+
+    def __init__(self, core: FakeCore, *, status: bool) -> None:
+        self.core, self._status = core, status
+
+    async def _update(self, obj: ObjT, opts: UpdateOptions) -> ObjT:
+        return _as(
+            obj, self.core.write(obj, status=self._status, dry_run=opts.dry_run, manager=opts.field_manager)
+        )
+
+    async def _patch(self, obj: ObjT, patch: Patch, opts: PatchOptions) -> ObjT:
+        if patch.patch_type is PatchType.APPLY:
+            assert opts.field_manager  # checked by PatchOptions.build
+            result = self.core.apply(
+                orjson.loads(patch.data(obj)),
+                manager=opts.field_manager,
+                force=bool(opts.force),
+                status=self._status,
+                dry_run=opts.dry_run,
+            )
+        else:
+            result = self.core.write(
+                obj, status=self._status, dry_run=opts.dry_run, manager=opts.field_manager, patch=patch
+            )
+        return _as(obj, result)
+
+
+class FakeClient(ReaderBase, WriterBase):
     """An in-memory :class:`~pyctrl.client.interfaces.Client` (see the module docstring)."""
 
     def __init__(
@@ -51,6 +88,7 @@ class FakeClient(ReaderBase):
         mapper: StaticRESTMapper | None = None,
     ) -> None:
         self.core = FakeCore(scheme=scheme, status_subresource=status_subresource, mapper=mapper)
+        self._objects = _FakeObjectWriter(self.core, status=False)
         for obj in objects:
             self.core.create(obj, dry_run=False, manager=None)
 
@@ -62,8 +100,8 @@ class FakeClient(ReaderBase):
         """Nothing to release (symmetry with ``ApiClient``)."""
 
     # -- Reader ---------------------------------------------------------------------------------
-    async def _get(self, kind: Kind, name: str, namespace: str | None) -> Any:
-        return decode(kind, self.core.get(kind_gvk(kind), name, namespace))
+    async def _get(self, kind: Kind, name: str, opts: GetOptions) -> Any:
+        return decode(kind, self.core.get(kind_gvk(kind), name, opts.namespace))
 
     async def _list(self, kind: Kind, opts: ListOptions) -> ObjectList[Any]:
         found = self.core.list(kind_gvk(kind), opts)
@@ -71,77 +109,27 @@ class FakeClient(ReaderBase):
         return found
 
     # -- Writer ---------------------------------------------------------------------------------
-    async def create(self, obj: ObjT, *, dry_run: bool = False, field_manager: str | None = None) -> ObjT:
-        return _as(obj, self.core.create(obj, dry_run=dry_run, manager=field_manager))  # type: ignore[no-any-return]
+    async def _create(self, obj: ObjT, opts: CreateOptions) -> ObjT:
+        return _as(obj, self.core.create(obj, dry_run=opts.dry_run, manager=opts.field_manager))
 
-    async def update(self, obj: ObjT, *, dry_run: bool = False, field_manager: str | None = None) -> ObjT:
-        result = self.core.write(obj, status=False, dry_run=dry_run, manager=field_manager)
-        return _as(obj, result)  # type: ignore[no-any-return]
+    async def _update(self, obj: ObjT, opts: UpdateOptions) -> ObjT:
+        return await self._objects._update(obj, opts)
 
-    async def patch(
-        self,
-        obj: ObjT,
-        patch: Patch,
-        *,
-        dry_run: bool = False,
-        field_manager: str | None = None,
-        force: bool | None = None,
-    ) -> ObjT:
-        return await _patch(
-            self.core, obj, patch, status=False, dry_run=dry_run, manager=field_manager, force=force
-        )
+    async def _patch(self, obj: ObjT, patch: Patch, opts: PatchOptions) -> ObjT:
+        return await self._objects._patch(obj, patch, opts)
 
-    async def apply(
-        self, obj: ObjT, *, field_manager: str, force: bool = False, dry_run: bool = False
-    ) -> ObjT:
-        if not field_manager:
-            raise ValueError("server-side apply needs a field_manager")
-        result = self.core.apply(obj, manager=field_manager, force=force, status=False, dry_run=dry_run)
-        return _as(obj, result)  # type: ignore[no-any-return]
+    async def _delete(self, obj: KubeObject | dict[str, Any], opts: DeleteOptions) -> None:
+        self.core.delete(obj, preconditions=opts.preconditions, dry_run=opts.dry_run)
 
-    async def delete(
-        self,
-        obj: KubeObject | dict[str, Any],
-        *,
-        propagation_policy: PropagationPolicy | None = None,
-        preconditions: Preconditions | None = None,
-        grace_period_seconds: int | None = None,
-        dry_run: bool = False,
-    ) -> None:
-        if propagation_policy not in (None, "Foreground", "Background", "Orphan"):
-            raise ValueError(
-                f"propagation_policy must be Foreground, Background or Orphan: {propagation_policy!r}"
-            )
-        self.core.delete(obj, preconditions=preconditions, dry_run=dry_run)
-
-    async def delete_all_of(
-        self,
-        kind: Kind,
-        *,
-        namespace: str | None = None,
-        labels: Mapping[str, str] | None = None,
-        label_selector: str | Selector | None = None,
-        fields: Mapping[str, str] | None = None,
-        field_selector: str | FieldSelector | None = None,
-        propagation_policy: PropagationPolicy | None = None,
-        grace_period_seconds: int | None = None,
-        dry_run: bool = False,
-    ) -> None:
+    async def _delete_all_of(self, kind: Kind, opts: DeleteAllOfOptions) -> None:
         gvk = kind_gvk(kind)
-        if self.core.rest_mapping(gvk).namespaced and not namespace:
+        if self.core.rest_mapping(gvk).namespaced and not opts.list_options.namespace:
             raise ValueError("delete_all_of on a namespaced kind needs a namespace")
-        opts = ListOptions.build(
-            namespace=namespace,
-            labels=labels,
-            label_selector=label_selector,
-            fields=fields,
-            field_selector=field_selector,
-        )
-        for item in self.core.list(gvk, opts).items:
-            self.core.delete(item, preconditions=None, dry_run=dry_run)
+        for item in self.core.list(gvk, opts.list_options).items:
+            self.core.delete(item, preconditions=None, dry_run=opts.delete_options.dry_run)
 
-    def status(self) -> _FakeStatusWriter:
-        return _FakeStatusWriter(self.core)
+    def status(self) -> _FakeObjectWriter:
+        return _FakeObjectWriter(self.core, status=True)
 
     def subresource(self, name: str) -> _FakeSubResource:
         return _FakeSubResource(self.core, name)
@@ -154,61 +142,17 @@ class FakeClient(ReaderBase):
         return _FakeListerWatcher(self.core, kind_gvk(kind), options)
 
     async def watch(
-        self, kind: Kind, *, resource_version: str = "", timeout_seconds: int = 300, **options: Any
+        self,
+        kind: Kind,
+        *,
+        resource_version: str = "",
+        timeout_seconds: int = 300,
+        **options: Unpack[ListKwargs],
     ) -> AsyncIterator[WatchEvent[Any]]:
         """Like :meth:`ApiClient.watch`: events after ``resource_version`` (now if empty)."""
         lw = _FakeListerWatcher(self.core, kind_gvk(kind), ListOptions.build(**options))
         async for event in lw.watch(resource_version=resource_version, timeout_seconds=timeout_seconds):
             yield WatchEvent(event.type, decode(kind, event.object))
-
-
-async def _patch(
-    core: FakeCore,
-    obj: ObjT,
-    patch: Patch,
-    *,
-    status: bool,
-    dry_run: bool,
-    manager: str | None,
-    force: bool | None,
-) -> ObjT:
-    if force is not None and patch.patch_type is not PatchType.APPLY:
-        raise ValueError("force applies only to server-side apply patches")
-    if patch.patch_type is PatchType.APPLY:
-        if not manager:
-            raise ValueError("server-side apply needs a field_manager")
-        body = orjson.loads(patch.data(obj))
-        result = core.apply(body, manager=manager, force=bool(force), status=status, dry_run=dry_run)
-    else:
-        result = core.write(obj, status=status, dry_run=dry_run, manager=manager, patch=patch)
-    return _as(obj, result)  # type: ignore[no-any-return]
-
-
-class _FakeStatusWriter:
-    def __init__(self, core: FakeCore) -> None:
-        self._core = core
-
-    async def update(self, obj: ObjT, *, dry_run: bool = False, field_manager: str | None = None) -> ObjT:
-        return _as(obj, self._core.write(obj, status=True, dry_run=dry_run, manager=field_manager))  # type: ignore[no-any-return]
-
-    async def patch(
-        self,
-        obj: ObjT,
-        patch: Patch,
-        *,
-        dry_run: bool = False,
-        field_manager: str | None = None,
-        force: bool | None = None,
-    ) -> ObjT:
-        return await _patch(
-            self._core, obj, patch, status=True, dry_run=dry_run, manager=field_manager, force=force
-        )
-
-    async def apply(
-        self, obj: ObjT, *, field_manager: str, force: bool = False, dry_run: bool = False
-    ) -> ObjT:
-        result = self._core.apply(obj, manager=field_manager, force=force, status=True, dry_run=dry_run)
-        return _as(obj, result)  # type: ignore[no-any-return]
 
 
 class _FakeSubResource:
@@ -223,11 +167,7 @@ class _FakeSubResource:
         cur = self._core.get(gvk, str(meta.get("name", "")), meta.get("namespace"))
         if self._name != "scale" or "replicas" not in (cur.get("spec") or {}):
             raise MethodNotAllowed(
-                {
-                    "reason": "MethodNotAllowed",
-                    "code": 405,
-                    "message": f"the fake does not serve {gvk.kind}/{self._name}",
-                }
+                failure_status("MethodNotAllowed", 405, f"the fake does not serve {gvk.kind}/{self._name}")
             )
         return gvk, cur
 
@@ -247,9 +187,7 @@ class _FakeSubResource:
         return into.model_validate(self._scale(cur))
 
     async def create(self, obj: Object, body: Object, *, dry_run: bool = False) -> dict[str, Any]:
-        raise MethodNotAllowed(
-            {"reason": "MethodNotAllowed", "code": 405, "message": "create is not supported by the fake"}
-        )
+        raise MethodNotAllowed(failure_status("MethodNotAllowed", 405, "create is not supported by the fake"))
 
     async def update(self, obj: Object, body: T, *, dry_run: bool = False) -> T:
         _, cur = self._check(obj)
@@ -277,10 +215,7 @@ class _FakeListerWatcher:
         self._core, self._gvk, self._opts = core, gvk, options
 
     async def list(self, *, resource_version: str, limit: int | None, continue_: str | None) -> RawList:
-        page = ListOptions(
-            self._opts.namespace, self._opts.label_selector, self._opts.field_selector, limit, continue_
-        )
-        found = self._core.list(self._gvk, page)
+        found = self._core.list(self._gvk, self._opts.page(limit, continue_))
         return RawList(found.items, found.resource_version, found.continue_)
 
     async def watch(
@@ -290,10 +225,7 @@ class _FakeListerWatcher:
         matching: set[tuple[str, str]] = set()
         if send_initial_events:
             since = tracker.resource_version
-            for item in self._core.list(
-                self._gvk,
-                ListOptions(self._opts.namespace, self._opts.label_selector, self._opts.field_selector),
-            ).items:
+            for item in self._core.list(self._gvk, self._opts.page(None, None)).items:
                 matching.add((item["metadata"].get("namespace", ""), item["metadata"]["name"]))
                 yield RawEvent("ADDED", item)
             yield RawEvent(
@@ -303,9 +235,7 @@ class _FakeListerWatcher:
         else:
             since = int(resource_version) if resource_version else tracker.resource_version
             if since < tracker.oldest_watchable():
-                raise Gone(
-                    {"reason": "Expired", "code": 410, "message": f"too old resource version: {since}"}
-                )
+                raise Gone(failure_status("Expired", 410, f"too old resource version: {since}"))
         sub = tracker.subscribe(self._gvk, self._opts.namespace, since)
         try:
             with contextlib.suppress(TimeoutError):

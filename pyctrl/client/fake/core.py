@@ -45,11 +45,12 @@ from pyctrl.client.errors import (
     Invalid,
     NotFound,
     UnsupportedMediaType,
+    failure_status,
 )
-from pyctrl.client.fake.ssa import server_side_apply
+from pyctrl.client.fake.ssa import applied_configuration, merge_apply
 from pyctrl.client.fake.tracker import Tracker, leaf_paths, value_at
 from pyctrl.client.gvk import GroupVersionKind
-from pyctrl.client.interfaces import ListOptions, ObjectList, Preconditions
+from pyctrl.client.interfaces import ObjectList
 from pyctrl.client.objects import (
     KubeObject,
     Namespace,
@@ -59,6 +60,7 @@ from pyctrl.client.objects import (
     Service,
     StatefulSet,
 )
+from pyctrl.client.options import ListOptions, Preconditions
 from pyctrl.client.patch import (
     Patch,
     PatchType,
@@ -97,17 +99,6 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _status(reason: str, code: int, message: str, **details: Any) -> dict[str, Any]:
-    return {
-        "kind": "Status",
-        "status": "Failure",
-        "reason": reason,
-        "code": code,
-        "message": message,
-        "details": details,
-    }
-
-
 class FakeCore:
     """Object semantics of the fake (the verbs in :class:`~pyctrl.client.fake.FakeClient` call these)."""
 
@@ -119,6 +110,9 @@ class FakeCore:
         mapper: StaticRESTMapper | None = None,
     ) -> None:
         self.tracker = Tracker()
+        #: Called with (verb, object) before each write is attempted, dry runs included
+        #: (``pyctrl.testing.recording_writes`` observes the fake through this).
+        self.write_observers: list[Callable[[str, Object], None]] = []
         self.scheme = scheme
         self.mapper = mapper or StaticRESTMapper()
         self._status_kinds = {kind_gvk(k) for k in (*_STATUS_BUILTINS, *status_subresource)}
@@ -131,23 +125,25 @@ class FakeCore:
     def key_of(self, gvk: GroupVersionKind, meta: Mapping[str, Any]) -> Key:
         name, namespace = str(meta.get("name") or ""), str(meta.get("namespace") or "")
         if not name:
-            raise Invalid(_status("Invalid", 422, f"{gvk.kind}: metadata.name: Required value"))
+            raise Invalid(failure_status("Invalid", 422, f"{gvk.kind}: metadata.name: Required value"))
         if self.rest_mapping(gvk).namespaced:
             if not namespace:
                 raise Invalid(
-                    _status("Invalid", 422, f"{gvk.kind} {name}: metadata.namespace: Required value")
+                    failure_status("Invalid", 422, f"{gvk.kind} {name}: metadata.namespace: Required value")
                 )
             return namespace, name
         return "", name
 
     def not_found(self, gvk: GroupVersionKind, name: str) -> NotFound:
         plural = self.rest_mapping(gvk).resource.resource
-        return NotFound(_status("NotFound", 404, f'{plural} "{name}" not found', name=name, kind=plural))
+        return NotFound(
+            failure_status("NotFound", 404, f'{plural} "{name}" not found', name=name, kind=plural)
+        )
 
     def conflict(self, gvk: GroupVersionKind, name: str) -> Conflict:
         plural = self.rest_mapping(gvk).resource.resource
         return Conflict(
-            _status(
+            failure_status(
                 "Conflict",
                 409,
                 f'Operation cannot be fulfilled on {plural} "{name}": the object has been modified; '
@@ -224,12 +220,19 @@ class FakeCore:
         return True
 
     # -- writes ---------------------------------------------------------------------------------
+    def _observe(self, verb: str, obj: Object) -> None:
+        for observer in self.write_observers:
+            observer(verb, obj)
+
     def create(self, obj: Object, *, dry_run: bool, manager: str | None) -> dict[str, Any]:
+        self._observe("POST", obj)
         gvk, new = gvk_of(obj), copy.deepcopy(to_dict(obj))
         meta = new.setdefault("metadata", {})
         if meta.get("resourceVersion"):
             raise InternalError(
-                _status("InternalError", 500, "resourceVersion should not be set on objects to be created")
+                failure_status(
+                    "InternalError", 500, "resourceVersion should not be set on objects to be created"
+                )
             )
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
@@ -237,7 +240,9 @@ class FakeCore:
         if self.tracker.get(gvk, key) is not None:
             plural = self.rest_mapping(gvk).resource.resource
             raise AlreadyExists(
-                _status("AlreadyExists", 409, f'{plural} "{key[1]}" already exists', name=key[1], kind=plural)
+                failure_status(
+                    "AlreadyExists", 409, f'{plural} "{key[1]}" already exists', name=key[1], kind=plural
+                )
             )
         if self.has_status(gvk):
             new.pop("status", None)
@@ -253,6 +258,7 @@ class FakeCore:
         self, obj: Object, *, status: bool, dry_run: bool, manager: str | None, patch: Patch | None = None
     ) -> dict[str, Any]:
         """update (``patch=None``) or patch, of the object or (``status``) its status."""
+        self._observe("PUT/PATCH", obj)
         gvk = gvk_of(obj)
         if status and not self.has_status(gvk):
             raise self.not_found(gvk, str(to_dict(obj).get("metadata", {}).get("name", "")))
@@ -279,7 +285,7 @@ class FakeCore:
                 case PatchType.STRATEGIC_MERGE:
                     if gvk.group not in _BUILTIN_GROUPS:
                         raise UnsupportedMediaType(
-                            _status(
+                            failure_status(
                                 "UnsupportedMediaType",
                                 415,
                                 "strategic merge patch is not supported for custom resources",
@@ -287,7 +293,7 @@ class FakeCore:
                         )
                     return apply_strategic_merge_patch(cur, body)
         except ValueError as exc:
-            raise Invalid(_status("Invalid", 422, f"the patch cannot be applied: {exc}")) from exc
+            raise Invalid(failure_status("Invalid", 422, f"the patch cannot be applied: {exc}")) from exc
         raise ValueError(f"use apply() for {patch.patch_type}")
 
     def merge_write(
@@ -355,10 +361,31 @@ class FakeCore:
             owners.setdefault(manager or "unknown", set()).update(changed)
 
     def apply(self, obj: Object, *, manager: str, force: bool, status: bool, dry_run: bool) -> dict[str, Any]:
-        """Server-side apply (see :mod:`.ssa`)."""
-        return server_side_apply(self, obj, manager=manager, force=force, status=status, dry_run=dry_run)
+        """Server-side apply with field ownership (see :mod:`.ssa`); creates a missing object."""
+        self._observe("PATCH", obj)
+        gvk = gvk_of(obj)
+        applied = applied_configuration(obj, status=status, separate_status=self.has_status(gvk))
+        key = self.key_of(gvk, applied.get("metadata") or {})
+        cur = self.tracker.get(gvk, key)
+        if cur is None:
+            if status:
+                raise self.not_found(gvk, key[1])
+            applied.get("metadata", {}).pop("resourceVersion", None)
+            created = self.create(applied, dry_run=dry_run, manager=None)
+            if not dry_run:
+                self.tracker.managers[(gvk, key)] = {manager: set(leaf_paths(applied))}
+            return created
+        owners = self.tracker.managers.setdefault((gvk, key), {})
+        result, new_owners = merge_apply(cur, applied, owners, manager=manager, force=force)
+        if not dry_run:
+            self.tracker.managers[(gvk, key)] = new_owners
+        rv = applied.get("metadata", {}).get("resourceVersion")
+        if rv and rv != cur["metadata"]["resourceVersion"]:
+            raise self.conflict(gvk, key[1])
+        return self.finish_write(gvk, key, cur, self.merge_write(gvk, cur, result, status), dry_run)
 
     def delete(self, obj: Object, *, preconditions: Preconditions | None, dry_run: bool) -> None:
+        self._observe("DELETE", obj)
         gvk = gvk_of(obj)
         key = self.key_of(gvk, to_dict(obj).get("metadata") or {})
         cur = self.current(gvk, key)
@@ -374,7 +401,7 @@ class FakeCore:
                         f"precondition ({want}) does not match the {what} in record ({have}). "
                         f"The object might have been {why}"
                     )
-                    raise Conflict(_status("Conflict", 409, message))
+                    raise Conflict(failure_status("Conflict", 409, message))
         if dry_run:
             return
         if meta.get("finalizers"):
@@ -400,4 +427,4 @@ def _decode_token(token: str) -> Key:
         ns, name = orjson.loads(base64.urlsafe_b64decode(token.encode()))
         return str(ns), str(name)
     except (ValueError, TypeError) as exc:
-        raise BadRequest(_status("BadRequest", 400, f"invalid continue token {token!r}")) from exc
+        raise BadRequest(failure_status("BadRequest", 400, f"invalid continue token {token!r}")) from exc

@@ -1,72 +1,61 @@
 """Server-side apply in the fake client, with field-ownership conflicts.
 
 Mirrors the apiserver's apply (``structured-merge-diff``) in simplified form: ownership is tracked
-per leaf path (maps descended, lists atomic - see :mod:`.tracker`). Guarantees: applying a value
-different from the current one at a leaf another manager owns raises ``Conflict`` with one cause
-per field (``.data.key``) unless ``force``, which transfers ownership; fields a manager stops
-applying are removed unless another manager owns them; applying to a missing object creates it.
+per leaf path (maps descended, lists atomic - see :mod:`.tracker`). Pure functions of the stored
+object and its owners; :class:`~pyctrl.client.fake.core.FakeCore` reads and commits them.
+Guarantees: applying a value different from the current one at a leaf another manager owns
+raises ``Conflict`` with one cause per field (``.data.key``) unless ``force``, which transfers
+ownership; fields a manager stops applying are removed unless another manager owns them;
+applying to a missing object creates it.
 """
 
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pyctrl.client.errors import Conflict
+from pyctrl.client.errors import Conflict, failure_status
 from pyctrl.client.fake.tracker import Path, leaf_paths, merge_applied, remove_path, value_at
-from pyctrl.client.scheme import Object, gvk_of, to_dict
+from pyctrl.client.scheme import Object, to_dict
 
-if TYPE_CHECKING:
-    from pyctrl.client.fake.core import FakeCore
-
-__all__ = ["server_side_apply"]
+__all__ = ["Owners", "applied_configuration", "merge_apply"]
 
 _ABSENT: Any = value_at({}, ("x",))
 
-
-def _status(reason: str, code: int, message: str, **details: Any) -> dict[str, Any]:
-    return {
-        "kind": "Status",
-        "status": "Failure",
-        "reason": reason,
-        "code": code,
-        "message": message,
-        "details": details,
-    }
+#: Field ownership of one object: manager name -> the leaf paths it owns.
+Owners = dict[str, set[Path]]
 
 
 def _path_str(path: Path) -> str:
     return "." + ".".join(path)
 
 
-def server_side_apply(
-    core: FakeCore, obj: Object, *, manager: str, force: bool, status: bool, dry_run: bool
-) -> dict[str, Any]:
-    """Server-side apply with field ownership (see :mod:`.tracker`)."""
-    gvk, applied = gvk_of(obj), copy.deepcopy(to_dict(obj))
+def applied_configuration(obj: Object, *, status: bool, separate_status: bool) -> dict[str, Any]:
+    """What an apply of ``obj`` applies: no ``managedFields``; to the status subresource
+    (``status``) only the status, to the main resource of a kind with a ``separate_status`` no
+    status."""
+    applied = copy.deepcopy(to_dict(obj))
     applied.get("metadata", {}).pop("managedFields", None)
-    key = core.key_of(gvk, applied.get("metadata") or {})
-    if status:  # the status subresource takes only the status from an applied configuration
+    if status:
         meta = applied.get("metadata") or {}
-        applied = {
+        return {
             "apiVersion": applied.get("apiVersion"),
             "kind": applied.get("kind"),
             "metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion") if k in meta},
             **({"status": applied["status"]} if "status" in applied else {}),
         }
-    elif core.has_status(gvk):  # and the main resource ignores it
+    if separate_status:
         applied.pop("status", None)
+    return applied
+
+
+def merge_apply(
+    cur: dict[str, Any], applied: dict[str, Any], owners: Owners, *, manager: str, force: bool
+) -> tuple[dict[str, Any], Owners]:
+    """Apply ``applied`` by ``manager`` to ``cur`` owned by ``owners``: (the result, the new
+    owners). Raises ``Conflict`` (one cause per field) when another manager owns a leaf whose
+    value would change, unless ``force``. Neither ``cur`` nor ``owners`` is modified."""
     paths = set(leaf_paths(applied))
-    cur = core.tracker.get(gvk, key)
-    if cur is None:
-        if status:
-            raise core.not_found(gvk, key[1])
-        applied.get("metadata", {}).pop("resourceVersion", None)
-        created = core.create(applied, dry_run=dry_run, manager=None)
-        if not dry_run:
-            core.tracker.managers[(gvk, key)] = {manager: paths}
-        return created
-    owners = core.tracker.managers.setdefault((gvk, key), {})
     conflicts = sorted(
         (m, p)
         for p in paths
@@ -80,19 +69,14 @@ def server_side_apply(
             for m, p in conflicts
         ]
         lines = "\n".join(f'- conflict with "{m}": {_path_str(p)}' for m, p in conflicts)
-        raise Conflict(
-            _status("Conflict", 409, f"Apply failed with {len(conflicts)} conflicts:\n{lines}", causes=causes)
-        )
+        message = f"Apply failed with {len(conflicts)} conflicts:\n{lines}"
+        raise Conflict(failure_status("Conflict", 409, message, causes=causes))
     result = merge_applied(cur, applied)
     for stale in owners.get(manager, set()) - paths:
         if not any(stale in owned for m, owned in owners.items() if m != manager):
             remove_path(result, stale)
-    if not dry_run:
-        for m, p in conflicts:
-            owners[m].discard(p)
-        owners[manager] = paths
-    rv = applied.get("metadata", {}).get("resourceVersion")
-    if rv and rv != cur["metadata"]["resourceVersion"]:
-        raise core.conflict(gvk, key[1])
-    result = core.merge_write(gvk, cur, result, status)
-    return core.finish_write(gvk, key, cur, result, dry_run)
+    new_owners = {m: set(owned) for m, owned in owners.items()}
+    for m, p in conflicts:
+        new_owners[m].discard(p)
+    new_owners[manager] = paths
+    return result, new_owners

@@ -81,7 +81,7 @@ class Convergence:
         self._task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Convergence:
-        doc = await self._t.request_json("GET", self._path)
+        doc = orjson.loads(await self._t.request("GET", self._path))
         for obj in doc["items"]:
             self._see(obj)
         rv = doc["metadata"]["resourceVersion"]

@@ -89,7 +89,7 @@ async def _raw_list(client: ApiClient) -> tuple[float, list[dict[str, Any]]]:
     path = f"/api/v1/namespaces/{NS}/configmaps"
     while True:
         params = {"limit": 500, "continue": token} if token else {"limit": 500, "resourceVersion": "0"}
-        page = orjson.loads(await client.transport.request("GET", path, params=params))
+        page = orjson.loads(await client.rest.request("GET", path, params=params))
         items.extend(page["items"])
         token = page["metadata"].get("continue") or None
         if token is None:

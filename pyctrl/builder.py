@@ -45,6 +45,7 @@ from pyctrl.client.scheme import kind_gvk
 from pyctrl.controller import Controller, ControllerError
 from pyctrl.conversion import ConversionError, versions_of
 from pyctrl.handler import EventHandler, enqueue_request_for_object, enqueue_request_for_owner
+from pyctrl.manager import ManagerProtocol, WebhookHost
 from pyctrl.predicate import PredicateLike
 from pyctrl.source import Kind, Source
 from pyctrl.webhook import (
@@ -73,7 +74,7 @@ class BuilderError(ControllerError):
 
 @dataclass
 class _Watch:
-    kind_or_source: Any
+    kind_or_source: KindType | Source
     handler: EventHandler | None
     predicates: Sequence[PredicateLike]
     owner: bool = False
@@ -81,9 +82,10 @@ class _Watch:
 
 
 class ControllerBuilder:
-    def __init__(self, mgr: Any) -> None:
+    def __init__(self, mgr: ManagerProtocol) -> None:
         self._mgr = mgr
         self._for: _Watch | None = None
+        self._for_kind: KindType | None = None
         self._watches: list[_Watch] = []
         self._filters: list[PredicateLike] = []
         self._options: dict[str, Any] = {}
@@ -93,7 +95,7 @@ class ControllerBuilder:
     def for_(self, kind: KindType, *, predicates: Sequence[PredicateLike] = ()) -> Self:
         if self._for is not None:
             self._errors.append("for_() may only be called once")
-        self._for = _Watch(kind, None, predicates)
+        self._for, self._for_kind = _Watch(kind, None, predicates), kind
         return self
 
     def owns(
@@ -141,11 +143,9 @@ class ControllerBuilder:
         """Validate, build the controller with its sources, and add it to the manager."""
         if self._errors:
             raise BuilderError("; ".join(self._errors))
-        if self._for is None and not self._name:
-            raise BuilderError("call for_(kind) or named(name) before complete()")
-        if self._for is None and any(w.owner for w in self._watches):
+        name = self._controller_name()
+        if self._for_kind is None and any(w.owner for w in self._watches):
             raise BuilderError("owns() needs for_(kind): owned objects enqueue their owner of that kind")
-        name = self._name or kind_gvk(self._for.kind_or_source).kind.lower()  # type: ignore[union-attr]
         controller = Controller(name, reconciler, **self._options)
         sources = [self._source(watch) for watch in ([self._for] if self._for else []) + self._watches]
         try:
@@ -157,6 +157,13 @@ class ControllerBuilder:
         self._mgr.add(controller)
         return controller
 
+    def _controller_name(self) -> str:
+        if self._name:
+            return self._name
+        if self._for_kind is None:
+            raise BuilderError("call for_(kind) or named(name) before complete()")
+        return kind_gvk(self._for_kind).kind.lower()
+
     def _source(self, watch: _Watch) -> Source:
         predicates = [*watch.predicates, *self._filters]
         target = watch.kind_or_source
@@ -167,9 +174,9 @@ class ControllerBuilder:
                 )
             return target
         if watch.owner:
-            assert self._for is not None
+            assert self._for_kind is not None
             handler: EventHandler = enqueue_request_for_owner(
-                self._for.kind_or_source, only_controller=watch.only_controller
+                self._for_kind, only_controller=watch.only_controller
             )
         elif watch is self._for:
             handler = enqueue_request_for_object()
@@ -202,7 +209,7 @@ def validate_path(kind: KindType) -> str:
 class WebhookBuilder:
     """Defaulting, validating and conversion webhooks for one kind on the manager's webhook server."""
 
-    def __init__(self, mgr: Any) -> None:
+    def __init__(self, mgr: WebhookHost) -> None:
         self._mgr = mgr
         self._kind: KindType | None = None
         self._defaulter: CustomDefaulter | None = None

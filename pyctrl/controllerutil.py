@@ -24,9 +24,10 @@ from typing import Any, TypeVar
 
 from pyctrl import _access
 from pyctrl.client.errors import NotFound
+from pyctrl.client.interfaces import Client, Reader, stored
 from pyctrl.client.objects import KubeObject, OwnerReference
 from pyctrl.client.patch import MergeFrom
-from pyctrl.client.scheme import gvk_of, kind_gvk, to_dict
+from pyctrl.client.scheme import Object, gvk_of, kind_of, to_dict
 
 __all__ = [
     "AlreadyOwnedError",
@@ -55,29 +56,26 @@ class AlreadyOwnedError(Exception):
     """The object already has a different controller owner."""
 
 
-def _snapshot(obj: Any) -> dict[str, Any]:
+def _snapshot(obj: Object) -> dict[str, Any]:
     return copy.deepcopy(to_dict(obj))
 
 
-def _kind_for(obj: Any) -> Any:
-    return type(obj) if isinstance(obj, KubeObject) else gvk_of(obj)
-
-
-async def _get_into(client: Any, obj: ObjT) -> ObjT | None:
+async def _get_into(client: Reader, obj: ObjT) -> ObjT | None:
     try:
-        return await client.get(_kind_for(obj), _access.name(obj), namespace=_access.namespace(obj) or None)  # type: ignore[no-any-return]
+        found = await client.get(kind_of(obj), _access.name(obj), namespace=_access.namespace(obj) or None)
     except NotFound:
         return None
+    return stored(obj, found)
 
 
-def _check_mutation(before: dict[str, Any], after: Any) -> None:
+def _check_mutation(before: dict[str, Any], after: Object) -> None:
     meta_b, meta_a = before.get("metadata") or {}, to_dict(after).get("metadata") or {}
     if (meta_b.get("name"), meta_b.get("namespace")) != (meta_a.get("name"), meta_a.get("namespace")):
         raise ValueError("mutate must not change the object's name or namespace")
 
 
 async def _fetch_and_mutate(
-    client: Any, obj: ObjT, mutate: Callable[[ObjT], None]
+    client: Client, obj: ObjT, mutate: Callable[[ObjT], None]
 ) -> tuple[ObjT, dict[str, Any] | None]:
     """Apply ``mutate`` to ``obj``'s current state: (mutated current, its state before).
 
@@ -96,7 +94,7 @@ async def _fetch_and_mutate(
 
 
 async def create_or_update(
-    client: Any, obj: ObjT, mutate: Callable[[ObjT], None]
+    client: Client, obj: ObjT, mutate: Callable[[ObjT], None]
 ) -> tuple[ObjT, OperationResult]:
     """Create or update ``obj`` so that ``mutate`` holds; no write when already so."""
     current, before = await _fetch_and_mutate(client, obj, mutate)
@@ -108,12 +106,15 @@ async def create_or_update(
 
 
 async def create_or_patch(
-    client: Any, obj: ObjT, mutate: Callable[[ObjT], None]
+    client: Client, obj: ObjT, mutate: Callable[[ObjT], None]
 ) -> tuple[ObjT, OperationResult]:
     """Like ``create_or_update`` with merge patches; a changed ``status`` goes to the status subresource."""
     current, before = await _fetch_and_mutate(client, obj, mutate)
-    if before is None:
-        return current, OperationResult.CREATED
+    return (current, OperationResult.CREATED) if before is None else await _patch(client, current, before)
+
+
+async def _patch(client: Client, current: ObjT, before: dict[str, Any]) -> tuple[ObjT, OperationResult]:
+    """Write what ``mutate`` changed in ``current`` since ``before``: the status separately."""
     after = to_dict(current)
     status_changed = after.get("status") != before.get("status")
     rest_changed = {k: v for k, v in after.items() if k != "status"} != {
@@ -141,10 +142,10 @@ def _with_status(obj: ObjT, status: Any) -> ObjT:
     return type(obj).model_validate(data) if isinstance(obj, KubeObject) else data  # type: ignore[return-value]
 
 
-def _owner_ref(owner: Any, *, controller: bool) -> dict[str, Any]:
+def _owner_ref(owner: Object, *, controller: bool) -> dict[str, Any]:
     if not _access.uid(owner) or not _access.name(owner):
         raise ValueError("the owner must have a name and a uid (set_*_reference on a stored object)")
-    gvk = gvk_of(owner) if not isinstance(owner, type) else kind_gvk(owner)
+    gvk = gvk_of(owner)
     ref: dict[str, Any] = {
         "apiVersion": gvk.api_version,
         "kind": gvk.kind,
@@ -157,14 +158,14 @@ def _owner_ref(owner: Any, *, controller: bool) -> dict[str, Any]:
     return ref
 
 
-def _set_refs(obj: Any, refs: list[dict[str, Any]]) -> None:
+def _set_refs(obj: Object, refs: list[dict[str, Any]]) -> None:
     if isinstance(obj, KubeObject):
         obj.metadata.owner_references = [OwnerReference.model_validate(r) for r in refs] or None
     else:
         obj.setdefault("metadata", {})["ownerReferences"] = refs
 
 
-def _check_scope(owner: Any, obj: Any) -> None:
+def _check_scope(owner: Object, obj: Object) -> None:
     owner_ns, obj_ns = _access.namespace(owner), _access.namespace(obj)
     if owner_ns and not obj_ns:
         raise ValueError("a cluster-scoped object cannot have a namespaced owner")
@@ -183,7 +184,7 @@ def _upsert(refs: list[dict[str, Any]], new: dict[str, Any]) -> list[dict[str, A
     return [*kept, new]
 
 
-def set_controller_reference(owner: Any, obj: Any) -> None:
+def set_controller_reference(owner: Object, obj: Object) -> None:
     """Make ``owner`` the controller of ``obj`` (cascading deletion, owner-triggered reconciles)."""
     _check_scope(owner, obj)
     new = _owner_ref(owner, controller=True)
@@ -197,19 +198,19 @@ def set_controller_reference(owner: Any, obj: Any) -> None:
     _set_refs(obj, _upsert(refs, new))
 
 
-def set_owner_reference(owner: Any, obj: Any) -> None:
+def set_owner_reference(owner: Object, obj: Object) -> None:
     """Add ``owner`` as a (non-controller) owner of ``obj``."""
     _check_scope(owner, obj)
     _set_refs(obj, _upsert(_access.owner_references(obj), _owner_ref(owner, controller=False)))
 
 
-def _finalizers(obj: Any) -> list[str]:
+def _finalizers(obj: Object) -> list[str]:
     if isinstance(obj, KubeObject):
         return list(obj.metadata.finalizers or [])
     return list((obj.get("metadata") or {}).get("finalizers") or [])
 
 
-def _set_finalizers(obj: Any, finalizers: list[str]) -> None:
+def _set_finalizers(obj: Object, finalizers: list[str]) -> None:
     if isinstance(obj, KubeObject):
         obj.metadata.finalizers = finalizers or None
     else:
@@ -220,11 +221,11 @@ def _set_finalizers(obj: Any, finalizers: list[str]) -> None:
             meta.pop("finalizers", None)
 
 
-def contains_finalizer(obj: Any, finalizer: str) -> bool:
+def contains_finalizer(obj: Object, finalizer: str) -> bool:
     return finalizer in _finalizers(obj)
 
 
-def add_finalizer(obj: Any, finalizer: str) -> bool:
+def add_finalizer(obj: Object, finalizer: str) -> bool:
     """Add ``finalizer``; True when it was not there yet."""
     current = _finalizers(obj)
     if finalizer in current:
@@ -233,7 +234,7 @@ def add_finalizer(obj: Any, finalizer: str) -> bool:
     return True
 
 
-def remove_finalizer(obj: Any, finalizer: str) -> bool:
+def remove_finalizer(obj: Object, finalizer: str) -> bool:
     """Remove ``finalizer``; True when it was there."""
     current = _finalizers(obj)
     if finalizer not in current:

@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from pyctrl import trace as _trace
-from pyctrl.cache.informer import DeletedFinalStateUnknown
+from pyctrl.cache.cache import Informers, KindInformer
+from pyctrl.cache.informer import DeletedFinalStateUnknown, Registration
 from pyctrl.client.scheme import Kind as KindType
 from pyctrl.client.scheme import kind_gvk
 from pyctrl.event import CreateEvent, DeleteEvent, Event, GenericEvent, UpdateEvent
@@ -75,13 +76,17 @@ class Kind:
     """Events for one kind from the cache's shared informer."""
 
     def __init__(
-        self, cache: Any, kind: KindType, handler: EventHandler, predicates: Sequence[PredicateLike] = ()
+        self,
+        cache: Informers,
+        kind: KindType,
+        handler: EventHandler,
+        predicates: Sequence[PredicateLike] = (),
     ) -> None:
         self.cache = cache
         self.kind = kind
         self._dispatch = _Dispatcher(handler, predicates, kind_gvk(kind).kind)
-        self._informer: Any = None
-        self._registration: Any = None
+        self._informer: KindInformer | None = None
+        self._registration: list[Registration] | None = None
 
     def __repr__(self) -> str:
         return f"Kind({kind_gvk(self.kind)})"

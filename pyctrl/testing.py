@@ -66,13 +66,13 @@ import asyncio
 import contextlib
 import inspect
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
 from pyctrl import _access
-from pyctrl.client import ApiClient, Client, HTTPTransport, SplitClient
+from pyctrl.client import ApiClient, Client, HTTPRequest, HTTPTransport, SplitClient
 from pyctrl.client.fake import FakeClient
 from pyctrl.client.scheme import Object, gvk_of
 from pyctrl._faultproxy import FaultProxy, ProxyError
@@ -116,22 +116,12 @@ class RecordingTransport:
     def __init__(self, inner: HTTPTransport) -> None:
         self.inner = inner
 
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, Any] | None = None,
-        body: bytes | None = None,
-        content_type: str | None = None,
-        request_timeout: float | None = None,
-    ) -> bytes:
+    async def send(self, request: HTTPRequest) -> bytes:
         writes = _recording.get()
-        if writes is not None and method.upper() in _WRITE_VERBS:
-            writes.append(Write(method.upper(), path, (body or b"")[:300].decode(errors="replace")))
-        return await self.inner.request(
-            method, path, params=params, body=body, content_type=content_type, request_timeout=request_timeout
-        )
+        if writes is not None and request.method.upper() in _WRITE_VERBS:
+            body = (request.body or b"")[:300].decode(errors="replace")
+            writes.append(Write(request.method.upper(), request.path, body))
+        return await self.inner.send(request)
 
 
 def _record_fake_write(verb: str, obj: Object) -> None:

@@ -23,6 +23,7 @@ from examples.rediscluster.prober import ClusterKey, HealthProber
 from examples.rediscluster.redis_admin import DEFAULT_IO_TIMEOUT
 from examples.rediscluster.webhook import RedisClusterValidator
 from pyctrl import ControllerBuilder, Manager, Request, WebhookBuilder, _access, load_config, setup_logging
+from pyctrl.cache import CacheOptions
 from pyctrl.client import ConfigMap, Pod, Service, StatefulSet
 from pyctrl.client.errors import ConfigError, KubernetesError, TransportError, UnknownKind
 from pyctrl.client.objects import PodDisruptionBudget
@@ -108,7 +109,7 @@ def build_operator(config: Any, options: OperatorOptions) -> Operator:
     scheme.add(RedisCluster)
     scheme.add(Node)
     scheme.add(RedisBackup)
-    cache_options: dict[str, Any] = {}
+    cache_options: CacheOptions = {}
     namespaces = [ns.strip() for ns in (options.namespace or "").split(",") if ns.strip()]
     if namespaces:
         cache_options["default_namespaces"] = namespaces

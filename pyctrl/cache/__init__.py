@@ -10,7 +10,7 @@ controller-runtime ``pkg/cache``. Modules, one concept each:
 - ``cache``     -- one informer per kind, lazily started; get/list from memory
 """
 
-from pyctrl.cache.cache import ByObject, Cache, KindInformer, ListWatchSource
+from pyctrl.cache.cache import ByObject, Cache, CacheOptions, Informers, KindInformer, ListWatchSource
 from pyctrl.cache.informer import (
     DeletedFinalStateUnknown,
     HandlerFuncs,
@@ -29,6 +29,7 @@ __all__ = [
     "Cache",
     "CacheError",
     "CacheNotStarted",
+    "CacheOptions",
     "CacheSyncTimeout",
     "Change",
     "DeletedFinalStateUnknown",
@@ -36,6 +37,7 @@ __all__ = [
     "HandlerFuncs",
     "IndexFunc",
     "Informer",
+    "Informers",
     "KindInformer",
     "ListWatchSource",
     "Reflector",

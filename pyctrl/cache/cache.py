@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypedDict, TypeVar
 
 from pyctrl.cache.informer import Informer, Registration, ResourceEventHandler, decoder_for
 from pyctrl.cache.reflector import Transform, strip_managed_fields
@@ -51,7 +51,7 @@ from pyctrl.client.scheme import Kind, kind_gvk
 from pyctrl.client.selectors import FieldSelector
 from pyctrl.client.watch import ListerWatcher
 
-__all__ = ["ByObject", "Cache", "KindInformer", "ListWatchSource"]
+__all__ = ["ByObject", "Cache", "CacheOptions", "Informers", "KindInformer", "ListWatchSource"]
 
 T = TypeVar("T", bound=KubeObject)
 _DEFAULT: Any = object()
@@ -113,6 +113,30 @@ class KindInformer:
                 f"namespace {namespace!r} is not cached for {kind_gvk(self.kind).kind} (cached: {cached})"
             )
         return [self.informers[namespace]]
+
+
+class Informers(Protocol):
+    """controller-runtime ``cache.Informers``: what a ``source.Kind`` needs of a cache."""
+
+    async def mapping(self, kind: Kind) -> RESTMapping: ...
+
+    async def get_informer(self, kind: Kind) -> KindInformer: ...
+
+
+class CacheOptions(TypedDict, total=False):
+    """controller-runtime ``cache.Options``: the keywords of :class:`Cache` (see its defaults),
+    as ``Manager(cache_options=...)`` takes them."""
+
+    by_object: Mapping[Kind, ByObject] | None
+    default_namespaces: Sequence[str] | None
+    default_transform: Transform | None
+    #: controller-runtime ``SyncPeriod``: redeliver every cached object this often (None: never).
+    resync_period: float | None
+    watch_list: bool
+    page_size: int
+    sync_timeout: float | None
+    #: A watch silent this long (no event, no bookmark) is re-opened.
+    watch_idle_timeout: float
 
 
 class Cache(ReaderBase):

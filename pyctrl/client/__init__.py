@@ -94,7 +94,7 @@ from pyctrl.client.options import (
     UpdateOptions,
 )
 from pyctrl.client.patch import Apply, MergeFrom, Patch, PatchType, RawPatch
-from pyctrl.client.rest import HTTPTransport, Transport
+from pyctrl.client.rest import HTTPRequest, HTTPTransport, Transport
 from pyctrl.client.restmapper import DiscoveryRESTMapper, RESTMapper, RESTMapping, StaticRESTMapper
 from pyctrl.client.scheme import Kind, Object, Scheme, default_scheme
 from pyctrl.client.selectors import FieldSelector, Selector
@@ -128,6 +128,7 @@ __all__ = [
     "Gone",
     "GroupVersionKind",
     "GroupVersionResource",
+    "HTTPRequest",
     "HTTPTransport",
     "InternalError",
     "Invalid",

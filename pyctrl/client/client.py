@@ -19,39 +19,44 @@ Guarantees:
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, TypeVar, Unpack, overload
+from typing import Any, Unpack, overload
 
 from pyctrl.client.config import Config
 from pyctrl.client.gvk import GroupVersionKind
-from pyctrl.client.interfaces import ObjectList, ReaderBase, WriterBase, stored
+from pyctrl.client.interfaces import (
+    GetOptions,
+    ListKwargs,
+    ListOptions,
+    ObjectList,
+    ObjT,
+    ReaderBase,
+    T,
+    WriterBase,
+    stored,
+)
 from pyctrl.client.objects import KubeObject
 from pyctrl.client.options import (
     CreateOptions,
     DeleteAllOfOptions,
     DeleteOptions,
-    GetOptions,
-    ListKwargs,
-    ListOptions,
     PatchOptions,
     UpdateOptions,
 )
 from pyctrl.client.patch import Patch
-from pyctrl.client.rest import HTTPTransport, Transport, parse_json
+from pyctrl.client.rest import HTTPRequest, HTTPTransport, Transport, parse_json
 from pyctrl.client.restmapper import DiscoveryRESTMapper, RESTMapper, RESTMapping, resource_path
-from pyctrl.client.scheme import Kind, Scheme, decode, default_scheme, encode, kind_gvk
+from pyctrl.client.scheme import Kind, Scheme, decode, default_scheme, encode, kind_gvk, kind_of
 from pyctrl.client.subresource import (
     ObjectRequests,
     StatusWriterImpl,
     SubResourceClientImpl,
-    kind_of,
     name_ns,
 )
 from pyctrl.client.watch import RESTListerWatcher, WatchEvent
 
 __all__ = ["ApiClient"]
 
-T = TypeVar("T", bound=KubeObject)
-ObjT = TypeVar("ObjT", bound=KubeObject | dict[str, Any])
+_JSON = "application/json"
 
 
 def _with_type_meta(item: dict[str, Any], gvk: GroupVersionKind) -> dict[str, Any]:
@@ -114,11 +119,11 @@ class ApiClient(ReaderBase, WriterBase):
     async def _get(self, kind: Kind, name: str, opts: GetOptions) -> Any:
         mapping = await self.mapping(kind)
         path = resource_path(mapping, namespace=opts.namespace, name=name)
-        return decode(kind, await self.transport.request("GET", path))
+        return decode(kind, await self.transport.send(HTTPRequest("GET", path)))
 
     async def _list(self, kind: Kind, opts: ListOptions) -> ObjectList[Any]:
         _, path = await self._collection(kind, opts)
-        doc = parse_json(await self.transport.request("GET", path, params=opts.query()), f"GET {path}")
+        doc = parse_json(await self.transport.send(HTTPRequest("GET", path, opts.query())), f"GET {path}")
         meta = doc.get("metadata") or {}
         return ObjectList(
             decode_list_items(kind, doc.get("items") or []),
@@ -131,9 +136,7 @@ class ApiClient(ReaderBase, WriterBase):
     async def _create(self, obj: ObjT, opts: CreateOptions) -> ObjT:
         mapping = await self.mapping(kind_of(obj))
         path = resource_path(mapping, namespace=name_ns(obj)[1])
-        data = await self.transport.request(
-            "POST", path, params=opts.query(), body=encode(obj), content_type="application/json"
-        )
+        data = await self.transport.send(HTTPRequest("POST", path, opts.query(), encode(obj), _JSON))
         return stored(obj, decode(kind_of(obj), data))
 
     async def _update(self, obj: ObjT, opts: UpdateOptions) -> ObjT:
@@ -143,7 +146,7 @@ class ApiClient(ReaderBase, WriterBase):
         return await self._object.patch(obj, patch, opts)
 
     async def _delete(self, obj: KubeObject | dict[str, Any], opts: DeleteOptions) -> None:
-        await self._object.send("DELETE", obj, body=encode(opts.body()))
+        await self._object.send(obj, HTTPRequest("DELETE", "", None, encode(opts.body()), _JSON))
 
     async def _delete_all_of(self, kind: Kind, opts: DeleteAllOfOptions) -> None:
         selection = opts.list_options
@@ -151,9 +154,7 @@ class ApiClient(ReaderBase, WriterBase):
         if mapping.namespaced and not selection.namespace:
             raise ValueError("delete_all_of on a namespaced kind needs a namespace")
         body = encode(opts.delete_options.body())
-        await self.transport.request(
-            "DELETE", path, params=selection.query(), body=body, content_type="application/json"
-        )
+        await self.transport.send(HTTPRequest("DELETE", path, selection.query(), body, _JSON))
 
     # -- Status and subresources ------------------------------------------------------------------
     def status(self) -> StatusWriterImpl:

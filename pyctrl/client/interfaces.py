@@ -18,7 +18,8 @@ the object as stored by the apiserver and leave their argument unmodified.
 Each verb's keywords are spelled once (:mod:`pyctrl.client.options`); ``ReaderBase``,
 ``ObjectWriterBase`` and ``WriterBase`` parse them into option objects and hand those to the
 private primitives (``_get``, ``_list``, ``_create``, ``_update``, ``_patch``, ``_delete``,
-``_delete_all_of``), which are all an implementation writes.
+``_delete_all_of``), which are all an implementation writes. The reader's options are
+re-exported here beside the bases that build them.
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ from pyctrl.client.scheme import Kind
 
 __all__ = [
     "Client",
+    "GetOptions",
+    "ListKwargs",
+    "ListOptions",
     "ObjectList",
     "ObjectWriterBase",
     "Reader",
@@ -90,18 +94,20 @@ class Reader(Protocol):
     """controller-runtime ``client.Reader``: get and list."""
 
     @overload
-    async def get(self, kind: type[T], name: str, *, namespace: str | None = None) -> T: ...
-    @overload
-    async def get(
-        self, kind: GroupVersionKind, name: str, *, namespace: str | None = None
-    ) -> dict[str, Any]: ...
+    async def get(self, kind: type[T], name: str, *, namespace: str | None = None) -> T:
+        """The object named ``name``, as ``kind``; ``NotFound`` when there is none."""
 
     @overload
-    async def list(self, kind: type[T], **options: Unpack[ListKwargs]) -> ObjectList[T]: ...
+    async def get(self, kind: GroupVersionKind, name: str, *, namespace: str | None = None) -> dict[str, Any]:
+        """The object named ``name``, as a dict (a kind known by its GVK only)."""
+
     @overload
-    async def list(
-        self, kind: GroupVersionKind, **options: Unpack[ListKwargs]
-    ) -> ObjectList[dict[str, Any]]: ...
+    async def list(self, kind: type[T], **options: Unpack[ListKwargs]) -> ObjectList[T]:
+        """The objects the options select, as ``kind``."""
+
+    @overload
+    async def list(self, kind: GroupVersionKind, **options: Unpack[ListKwargs]) -> ObjectList[dict[str, Any]]:
+        """The objects the options select, as dicts."""
 
 
 class ReaderBase(ABC):

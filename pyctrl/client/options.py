@@ -21,8 +21,8 @@ keywords of the public verb (for a reader or writer known only by its Protocol).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict, Unpack
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal, TypedDict, Unpack, cast
 
 from pyctrl.client.patch import Patch, PatchType
 from pyctrl.client.selectors import FieldSelector, Selector
@@ -47,6 +47,11 @@ __all__ = [
 
 PropagationPolicy = Literal["Foreground", "Background", "Orphan"]
 _POLICIES = ("Foreground", "Background", "Orphan")
+
+
+def _as_kwargs(opts: Any, *leave_out: str) -> dict[str, Any]:
+    """The fields of an option dataclass, named as the verb's keywords are."""
+    return {f.name: getattr(opts, f.name) for f in fields(opts) if f.name not in leave_out}
 
 
 class SelectorKwargs(TypedDict, total=False):
@@ -146,13 +151,7 @@ class ListOptions:
 
     def kwargs(self) -> ListKwargs:
         """These options as keyword arguments of ``Reader.list`` (to hand them to another reader)."""
-        return ListKwargs(
-            namespace=self.namespace,
-            label_selector=self.label_selector,
-            field_selector=self.field_selector,
-            limit=self.limit,
-            continue_=self.continue_,
-        )
+        return cast(ListKwargs, _as_kwargs(self))
 
     def query(self) -> dict[str, Any]:
         """The query parameters for the apiserver."""
@@ -170,7 +169,7 @@ class _WriteOptions:
     field_manager: str | None = None
 
     def kwargs(self) -> WriteKwargs:
-        return WriteKwargs(dry_run=self.dry_run, field_manager=self.field_manager)
+        return cast(WriteKwargs, _as_kwargs(self))
 
     def query(self) -> dict[str, Any]:
         """The query parameters for the apiserver (``dryRun=All`` for a dry run)."""
@@ -194,22 +193,17 @@ class PatchOptions(_WriteOptions):
     force: bool | None = None
 
     @classmethod
-    def build(
-        cls,
-        patch: Patch,
-        *,
-        dry_run: bool = False,
-        field_manager: str | None = None,
-        force: bool | None = None,
-    ) -> PatchOptions:
-        if force is not None and patch.patch_type is not PatchType.APPLY:
+    def build(cls, patch: Patch, **options: Unpack[PatchKwargs]) -> PatchOptions:
+        """The options of ``patch`` (keywords as for ``Writer.patch``), checked against its type."""
+        opts = cls(**options)
+        if opts.force is not None and patch.patch_type is not PatchType.APPLY:
             raise ValueError("force applies only to server-side apply patches")
-        if patch.patch_type is PatchType.APPLY and not field_manager:
+        if patch.patch_type is PatchType.APPLY and not opts.field_manager:
             raise ValueError("server-side apply needs a field_manager")
-        return cls(dry_run, field_manager, force)
+        return opts
 
     def kwargs(self) -> PatchKwargs:
-        return PatchKwargs(dry_run=self.dry_run, field_manager=self.field_manager, force=self.force)
+        return cast(PatchKwargs, _as_kwargs(self))
 
     def query(self) -> dict[str, Any]:
         return {
@@ -237,12 +231,7 @@ class DeleteOptions:
             raise ValueError(f"grace_period_seconds must be >= 0, got {self.grace_period_seconds}")
 
     def kwargs(self) -> DeleteKwargs:
-        return DeleteKwargs(
-            propagation_policy=self.propagation_policy,
-            preconditions=self.preconditions,
-            grace_period_seconds=self.grace_period_seconds,
-            dry_run=self.dry_run,
-        )
+        return cast(DeleteKwargs, _as_kwargs(self))
 
     def body(self) -> dict[str, Any]:
         """The ``metav1.DeleteOptions`` request body."""
@@ -287,13 +276,5 @@ class DeleteAllOfOptions:
         return cls(selection, delete)
 
     def kwargs(self) -> DeleteAllOfKwargs:
-        sel, delete = self.list_options, self.delete_options
-        return DeleteAllOfKwargs(
-            namespace=sel.namespace,
-            label_selector=sel.label_selector,
-            field_selector=sel.field_selector,
-            propagation_policy=delete.propagation_policy,
-            preconditions=delete.preconditions,
-            grace_period_seconds=delete.grace_period_seconds,
-            dry_run=delete.dry_run,
-        )
+        selection = _as_kwargs(self.list_options, "limit", "continue_")
+        return cast(DeleteAllOfKwargs, selection | _as_kwargs(self.delete_options))

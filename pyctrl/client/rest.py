@@ -33,6 +33,7 @@ import random
 import socket
 import time
 from collections.abc import AsyncGenerator, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -52,7 +53,7 @@ from pyctrl.client.errors import (
 )
 from pyctrl.metrics import registry
 
-__all__ = ["HTTPTransport", "TokenBucket", "Transport", "parse_json", "requests_total"]
+__all__ = ["HTTPRequest", "HTTPTransport", "TokenBucket", "Transport", "parse_json", "requests_total"]
 
 #: client-go ``rest_client_requests_total``.
 requests_total = Counter(
@@ -84,6 +85,21 @@ def _keepalive_socket(addr_info: tuple[Any, ...]) -> socket.socket:
     return sock
 
 
+@dataclass(frozen=True, slots=True)
+class HTTPRequest:
+    """One request to the apiserver, as it crosses the transport seam."""
+
+    method: str
+    #: Path below the server URL, e.g. ``/api/v1/namespaces/ns/pods``.
+    path: str
+    #: Query parameters; ``None`` and ``""`` values are left out, booleans sent as true/false.
+    params: Mapping[str, Any] | None = None
+    body: bytes | None = None
+    content_type: str | None = None
+    #: Client-side timeout in seconds; ``None``: the config's.
+    timeout: float | None = None
+
+
 class HTTPTransport(Protocol):
     """The transport seam of :class:`~pyctrl.client.ApiClient` (httpx's one-method transport).
 
@@ -92,16 +108,7 @@ class HTTPTransport(Protocol):
     fault injection) takes another transport and delegates to it.
     """
 
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, Any] | None = None,
-        body: bytes | None = None,
-        content_type: str | None = None,
-        request_timeout: float | None = None,
-    ) -> bytes: ...
+    async def send(self, request: HTTPRequest) -> bytes: ...
 
 
 def parse_json(data: bytes, what: str) -> Any:
@@ -270,18 +277,17 @@ class Transport:
         backoff = min(_BACKOFF_CAP, _BACKOFF_BASE * 2.0**attempt)
         return backoff * (0.5 + random.random() / 2)
 
-    async def request_json(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, Any] | None = None,
-        body: bytes | None = None,
-        content_type: str | None = None,
-    ) -> Any:
-        """:meth:`request` and parse the JSON body."""
-        data = await self.request(method, path, params=params, body=body, content_type=content_type)
-        return parse_json(data, f"{method} {path}")
+    async def send(self, request: HTTPRequest) -> bytes:
+        """:class:`HTTPTransport`: :meth:`request` for an :class:`HTTPRequest`."""
+        r = request
+        return await self.request(
+            r.method,
+            r.path,
+            params=r.params,
+            body=r.body,
+            content_type=r.content_type,
+            request_timeout=r.timeout,
+        )
 
     async def stream_lines(
         self, path: str, *, params: Mapping[str, Any] | None = None, read_timeout: float | None = None

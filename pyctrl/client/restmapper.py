@@ -24,7 +24,7 @@ from urllib.parse import quote
 
 from pyctrl.client.errors import NotFound, UnknownKind
 from pyctrl.client.gvk import GroupVersionKind, GroupVersionResource
-from pyctrl.client.rest import HTTPTransport, parse_json
+from pyctrl.client.rest import HTTPRequest, HTTPTransport, parse_json
 
 __all__ = ["DiscoveryRESTMapper", "RESTMapper", "RESTMapping", "StaticRESTMapper", "resource_path"]
 
@@ -116,7 +116,7 @@ class DiscoveryRESTMapper:
     async def _discover(self, group: str, version: str) -> dict[str, RESTMapping]:
         try:
             path = _gv_path(group, version)
-            doc: Any = parse_json(await self._transport.request("GET", path), f"GET {path}")
+            doc: Any = parse_json(await self._transport.send(HTTPRequest("GET", path)), f"GET {path}")
         except NotFound as exc:
             api_version = f"{group}/{version}" if group else version
             raise UnknownKind(f"the apiserver does not serve {api_version}") from exc

@@ -33,6 +33,7 @@ __all__ = [
     "encode",
     "gvk_of",
     "kind_gvk",
+    "kind_of",
     "meta_of",
     "to_dict",
 ]
@@ -85,6 +86,11 @@ def kind_gvk(kind: Kind) -> GroupVersionKind:
 
 #: The scheme with the built-in kinds (client-go's ``scheme.Scheme``); add your CRD types to it.
 default_scheme = Scheme((*BUILTIN_KINDS, Scale))
+
+
+def kind_of(obj: Object) -> Kind:
+    """The kind an object is decoded as: its class, or the GVK of a dict."""
+    return type(obj) if isinstance(obj, KubeObject) else gvk_of(obj)
 
 
 def gvk_of(obj: Object) -> GroupVersionKind:

@@ -17,12 +17,15 @@ Guarantees:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, TypeVar
+from typing import Any
 
 from pyctrl.client.gvk import GroupVersionKind
 from pyctrl.client.interfaces import (
     Client,
+    GetOptions,
+    ListOptions,
     ObjectList,
+    ObjT,
     Reader,
     ReaderBase,
     StatusWriter,
@@ -34,8 +37,6 @@ from pyctrl.client.options import (
     CreateOptions,
     DeleteAllOfOptions,
     DeleteOptions,
-    GetOptions,
-    ListOptions,
     PatchOptions,
     UpdateOptions,
 )
@@ -43,9 +44,6 @@ from pyctrl.client.patch import Patch
 from pyctrl.client.scheme import Kind, kind_gvk
 
 __all__ = ["SplitClient"]
-
-T = TypeVar("T", bound=KubeObject)
-ObjT = TypeVar("ObjT", bound=KubeObject | dict[str, Any])
 
 
 class SplitClient(ReaderBase, WriterBase):

@@ -14,22 +14,21 @@ the argument's type (a typed object or a fresh dict); server-side apply bodies n
 
 from __future__ import annotations
 
-from typing import Any, Protocol, TypeVar
+import dataclasses
+from typing import Any, Protocol
 
 import orjson
 
-from pyctrl.client.interfaces import ObjectWriterBase, stored
+from pyctrl.client.interfaces import ObjectWriterBase, ObjT, T, stored
 from pyctrl.client.objects import KubeObject
 from pyctrl.client.options import PatchOptions, UpdateOptions
 from pyctrl.client.patch import Patch
-from pyctrl.client.rest import HTTPTransport
+from pyctrl.client.rest import HTTPRequest, HTTPTransport
 from pyctrl.client.restmapper import RESTMapping, resource_path
-from pyctrl.client.scheme import Kind, Object, decode, encode, gvk_of
+from pyctrl.client.scheme import Kind, Object, decode, encode, kind_of
 
-__all__ = ["Endpoint", "ObjectRequests", "StatusWriterImpl", "SubResourceClientImpl", "kind_of", "name_ns"]
+__all__ = ["Endpoint", "ObjectRequests", "StatusWriterImpl", "SubResourceClientImpl", "name_ns"]
 
-T = TypeVar("T", bound=KubeObject)
-ObjT = TypeVar("ObjT", bound=KubeObject | dict[str, Any])
 
 _JSON = "application/json"
 
@@ -41,11 +40,6 @@ class Endpoint(Protocol):
     def transport(self) -> HTTPTransport: ...
 
     async def mapping(self, kind: Kind) -> RESTMapping: ...
-
-
-def kind_of(obj: Object) -> Kind:
-    """The kind an object is decoded as: its class, or the GVK of a dict."""
-    return type(obj) if isinstance(obj, KubeObject) else gvk_of(obj)
 
 
 def name_ns(obj: Object) -> tuple[str, str | None]:
@@ -68,28 +62,18 @@ class ObjectRequests:
         name, namespace = name_ns(obj)
         return resource_path(mapping, namespace=namespace, name=name, subresource=self.subresource)
 
-    async def send(
-        self,
-        method: str,
-        obj: Object,
-        *,
-        params: dict[str, Any] | None = None,
-        body: bytes | None = None,
-        content_type: str | None = _JSON,
-    ) -> bytes:
-        path = await self.path(obj)
-        return await self._endpoint.transport.request(
-            method, path, params=params, body=body, content_type=content_type if body is not None else None
-        )
+    async def send(self, obj: Object, request: HTTPRequest) -> bytes:
+        """``request`` on the object's URL (``request.path``, usually empty, is appended to it)."""
+        path = await self.path(obj) + request.path
+        return await self._endpoint.transport.send(dataclasses.replace(request, path=path))
 
     async def put(self, obj: ObjT, opts: UpdateOptions) -> ObjT:
-        data = await self.send("PUT", obj, params=opts.query(), body=encode(obj))
+        data = await self.send(obj, HTTPRequest("PUT", "", opts.query(), encode(obj), _JSON))
         return stored(obj, decode(kind_of(obj), data))
 
     async def patch(self, obj: ObjT, patch: Patch, opts: PatchOptions) -> ObjT:
-        data = await self.send(
-            "PATCH", obj, params=opts.query(), body=patch.data(obj), content_type=patch.patch_type.value
-        )
+        body, content_type = patch.data(obj), patch.patch_type.value
+        data = await self.send(obj, HTTPRequest("PATCH", "", opts.query(), body, content_type))
         return stored(obj, decode(kind_of(obj), data))
 
 
@@ -119,23 +103,22 @@ class SubResourceClientImpl:
         return UpdateOptions(dry_run=dry_run).query()
 
     async def get(self, obj: Object, into: type[T]) -> T:
-        return into.model_validate_json(await self._requests.send("GET", obj))
+        return into.model_validate_json(await self._requests.send(obj, HTTPRequest("GET", "")))
 
     async def create(self, obj: Object, body: Object, *, dry_run: bool = False) -> dict[str, Any]:
-        data = await self._requests.send("POST", obj, params=self._params(dry_run), body=encode(body))
+        data = await self._requests.send(
+            obj, HTTPRequest("POST", "", self._params(dry_run), encode(body), _JSON)
+        )
         result: dict[str, Any] = orjson.loads(data) if data else {}
         return result
 
     async def update(self, obj: Object, body: T, *, dry_run: bool = False) -> T:
-        data = await self._requests.send("PUT", obj, params=self._params(dry_run), body=encode(body))
+        data = await self._requests.send(
+            obj, HTTPRequest("PUT", "", self._params(dry_run), encode(body), _JSON)
+        )
         return type(body).model_validate_json(data)
 
     async def patch(self, obj: Object, patch: Patch, into: type[T], *, dry_run: bool = False) -> T:
-        data = await self._requests.send(
-            "PATCH",
-            obj,
-            params=self._params(dry_run),
-            body=patch.data(obj),
-            content_type=patch.patch_type.value,
-        )
+        request = HTTPRequest("PATCH", "", self._params(dry_run), patch.data(obj), patch.patch_type.value)
+        data = await self._requests.send(obj, request)
         return into.model_validate_json(data)

@@ -1,5 +1,5 @@
 """The manager (controller-runtime ``pkg/manager``): see :mod:`pyctrl.manager.manager`."""
 
-from pyctrl.manager.manager import Manager, ManagerError, Runnable
+from pyctrl.manager.manager import Manager, ManagerError, ManagerProtocol, Runnable, WebhookHost
 
-__all__ = ["Manager", "ManagerError", "Runnable"]
+__all__ = ["Manager", "ManagerError", "ManagerProtocol", "Runnable", "WebhookHost"]

@@ -35,7 +35,7 @@ import signal
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-from pyctrl.cache import Cache
+from pyctrl.cache import Cache, CacheOptions, Informers
 from pyctrl.client import ApiClient, Config
 from pyctrl.client.scheme import Kind, Scheme, default_scheme
 from pyctrl.client.split import SplitClient
@@ -46,7 +46,7 @@ from pyctrl.manager.servers import HTTPServer, health_app, metrics_app, parse_bi
 from pyctrl.recorder import EventBroadcaster, EventRecorder
 from pyctrl.webhook import Server as WebhookServer
 
-__all__ = ["Manager", "ManagerError", "Runnable"]
+__all__ = ["Manager", "ManagerError", "ManagerProtocol", "Runnable", "WebhookHost"]
 
 
 @runtime_checkable
@@ -57,6 +57,27 @@ class Runnable(Protocol):
     """
 
     async def start(self, stop: asyncio.Event) -> None: ...
+
+
+class WebhookHost(Protocol):
+    """What ``WebhookBuilder`` needs of a manager: its scheme and webhook server."""
+
+    @property
+    def scheme(self) -> Scheme: ...
+
+    @property
+    def webhook_server(self) -> WebhookServer: ...
+
+
+class ManagerProtocol(WebhookHost, Protocol):
+    """What ``ControllerBuilder`` needs of a manager (:class:`Manager` is one)."""
+
+    @property
+    def cache(self) -> Informers: ...
+
+    def add(self, runnable: Runnable) -> None: ...
+
+    def register_controller_name(self, name: str) -> None: ...
 
 
 class ManagerError(RuntimeError):
@@ -115,7 +136,7 @@ class Manager:
         config: Config,
         *,
         scheme: Scheme = default_scheme,
-        cache_options: dict[str, Any] | None = None,
+        cache_options: CacheOptions | None = None,
         metrics_bind_address: str = ":8080",
         health_probe_bind_address: str = ":8081",
         leader_election: bool = False,
@@ -176,7 +197,7 @@ class Manager:
             )
 
     # -- registration -------------------------------------------------------------------------
-    def add(self, runnable: Any) -> None:
+    def add(self, runnable: object) -> None:
         """Add a runnable (``async start(stop)``); after start it is started at once."""
         if not isinstance(runnable, Runnable):
             raise ManagerError(f"not a runnable (needs 'async def start(self, stop)'): {runnable!r}")

@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from pyctrl.client import (
@@ -57,7 +58,7 @@ async def test_a_kind_added_after_its_group_version_was_cached_is_found_by_refre
 
 
 async def _served(api: ApiClient) -> list[GroupVersionKind]:
-    doc = await api.rest.request_json("GET", "/apis/test.pyctrl.io/v1")
+    doc = orjson.loads(await api.rest.request("GET", "/apis/test.pyctrl.io/v1"))
     return [GroupVersionKind("test.pyctrl.io", "v1", r["kind"]) for r in doc["resources"]]
 
 

@@ -9,19 +9,20 @@ from typing import Any
 import pytest
 
 from pyctrl.client import (
-    Apply,
     ApiClient,
+    Apply,
     ConfigMap,
     DeleteAllOfOptions,
     DeleteOptions,
+    HTTPRequest,
     HTTPTransport,
     ListOptions,
     MergeFrom,
     ObjectMeta,
     PatchOptions,
+    PatchType,
     Preconditions,
     RawPatch,
-    PatchType,
     Selector,
     Transport,
     UpdateOptions,
@@ -39,7 +40,9 @@ def test_list_options_combine_labels_with_the_selector_and_render_the_query() ->
         "continue": None,
     }
     assert ListOptions.build(**opts.kwargs()) == opts
-    assert opts.page(2, "tok") == ListOptions(opts.namespace, opts.label_selector, opts.field_selector, 2, "tok")
+    assert opts.page(2, "tok") == ListOptions(
+        opts.namespace, opts.label_selector, opts.field_selector, 2, "tok"
+    )
 
 
 def test_patch_options_are_checked_against_the_patch_type() -> None:
@@ -74,7 +77,7 @@ def test_delete_all_of_options_split_the_selection_from_the_deletion_and_refuse_
     assert opts.delete_options == DeleteOptions(propagation_policy="Orphan")
     assert DeleteAllOfOptions.build(**opts.kwargs()) == opts
     with pytest.raises(TypeError, match="unexpected keyword arguments: namespce"):
-        DeleteAllOfOptions.build(namespce="ns")  # type: ignore[typeddict-unknown-key]
+        DeleteAllOfOptions.build(namespce="ns")  # type: ignore[call-arg]
 
 
 async def test_a_bad_keyword_fails_in_every_client_before_anything_is_written() -> None:
@@ -96,20 +99,9 @@ class _Seen:
         self.inner = inner
         self.requests: list[tuple[str, str, Mapping[str, Any]]] = []
 
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, Any] | None = None,
-        body: bytes | None = None,
-        content_type: str | None = None,
-        request_timeout: float | None = None,
-    ) -> bytes:
-        self.requests.append((method, path, dict(params or {})))
-        return await self.inner.request(
-            method, path, params=params, body=body, content_type=content_type, request_timeout=request_timeout
-        )
+    async def send(self, request: HTTPRequest) -> bytes:
+        self.requests.append((request.method, request.path, dict(request.params or {})))
+        return await self.inner.send(request)
 
 
 @pytest.mark.controlplane

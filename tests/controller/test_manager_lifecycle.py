@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pyctrl.client import Lease
+from pyctrl.client import HTTPRequest, HTTPTransport, Lease
 from pyctrl.client.objects import LeaseSpec, ObjectMeta
 from pyctrl.manager import Manager, ManagerError
 from pyctrl.testing import eventually
@@ -59,6 +59,17 @@ async def test_servers_then_synced_caches_then_other_runnables_then_election_the
     assert leader.seen == {"servers": True, "synced": True, "elected": True}
 
 
+class LeaseReads:
+    """A transport counting the reads of the Lease ``held``, handing every request on."""
+
+    def __init__(self, inner: HTTPTransport) -> None:
+        self.inner, self.count = inner, 0
+
+    async def send(self, request: HTTPRequest) -> bytes:
+        self.count += request.method == "GET" and request.path.endswith("/leases/held")
+        return await self.inner.send(request)
+
+
 async def test_leader_only_runnables_wait_while_another_holds_the_lease(
     kubeconfig: Path, namespace: str
 ) -> None:
@@ -68,20 +79,12 @@ async def test_leader_only_runnables_wait_while_another_holds_the_lease(
     )  # fmt: skip
     spec = LeaseSpec(holder_identity="someone-else", lease_duration_seconds=3600)
     await mgr.api_client.create(Lease(metadata=ObjectMeta(name="held", namespace=namespace), spec=spec))
-    lease_reads = 0
-    request = mgr.api_client.transport.request
-
-    async def counting(method: str, path: str, **kw: Any) -> bytes:
-        nonlocal lease_reads
-        lease_reads += method == "GET" and path.endswith("/leases/held")
-        result: bytes = await request(method, path, **kw)
-        return result
-
-    mgr.api_client.transport.request = counting  # type: ignore[method-assign]
+    reads = LeaseReads(mgr.api_client.transport)
+    mgr.api_client.transport = reads  # the seam: a wrapper of the client's own transport
     order: list[str] = []
     mgr.add(Recorder(mgr, order, "leader", leader=True))
     async with running(mgr):
-        await eventually(lambda: lease_reads >= 2, within=30, what="two attempts to acquire", interval=0.01)
+        await eventually(lambda: reads.count >= 2, within=30, what="two attempts to acquire", interval=0.01)
         assert order == []
         assert not mgr.elected.is_set()
         await mgr.api_client.delete(await mgr.api_client.get(Lease, "held", namespace=namespace))

@@ -15,22 +15,30 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Iterable
-from typing import Any, TypeVar, Unpack
+from typing import Any, Unpack
 
 import orjson
 
 from pyctrl.client.errors import Gone, MethodNotAllowed, failure_status
 from pyctrl.client.fake.core import FakeCore
 from pyctrl.client.gvk import GroupVersionKind
-from pyctrl.client.interfaces import ObjectList, ObjectWriterBase, ReaderBase, WriterBase, stored
+from pyctrl.client.interfaces import (
+    GetOptions,
+    ListKwargs,
+    ListOptions,
+    ObjectList,
+    ObjectWriterBase,
+    ObjT,
+    ReaderBase,
+    T,
+    WriterBase,
+    stored,
+)
 from pyctrl.client.objects import KubeObject
 from pyctrl.client.options import (
     CreateOptions,
     DeleteAllOfOptions,
     DeleteOptions,
-    GetOptions,
-    ListKwargs,
-    ListOptions,
     PatchOptions,
     UpdateOptions,
 )
@@ -40,9 +48,6 @@ from pyctrl.client.scheme import Kind, Object, Scheme, decode, default_scheme, g
 from pyctrl.client.watch import INITIAL_EVENTS_END, RawEvent, RawList, WatchEvent
 
 __all__ = ["FakeClient"]
-
-T = TypeVar("T", bound=KubeObject)
-ObjT = TypeVar("ObjT", bound=KubeObject | dict[str, Any])
 
 
 def _as(obj: ObjT, data: dict[str, Any]) -> ObjT:
@@ -87,7 +92,7 @@ class FakeClient(ReaderBase, WriterBase):
         status_subresource: Iterable[Kind] = (),
         mapper: StaticRESTMapper | None = None,
     ) -> None:
-        self.core = FakeCore(scheme=scheme, status_subresource=status_subresource, mapper=mapper)
+        self.core = FakeCore(scheme, status_subresource, mapper or StaticRESTMapper())
         self._objects = _FakeObjectWriter(self.core, status=False)
         for obj in objects:
             self.core.create(obj, dry_run=False, manager=None)

@@ -69,7 +69,7 @@ from pyctrl.client.patch import (
     apply_strategic_merge_patch,
 )
 from pyctrl.client.restmapper import RESTMapping, StaticRESTMapper
-from pyctrl.client.scheme import Kind, Object, Scheme, decode, default_scheme, gvk_of, kind_gvk, to_dict
+from pyctrl.client.scheme import Kind, Object, Scheme, decode, gvk_of, kind_gvk, to_dict
 
 __all__ = ["FakeCore"]
 
@@ -102,19 +102,13 @@ def _now() -> str:
 class FakeCore:
     """Object semantics of the fake (the verbs in :class:`~pyctrl.client.fake.FakeClient` call these)."""
 
-    def __init__(
-        self,
-        *,
-        scheme: Scheme = default_scheme,
-        status_subresource: Iterable[Kind] = (),
-        mapper: StaticRESTMapper | None = None,
-    ) -> None:
+    def __init__(self, scheme: Scheme, status_subresource: Iterable[Kind], mapper: StaticRESTMapper) -> None:
         self.tracker = Tracker()
         #: Called with (verb, object) before each write is attempted, dry runs included
         #: (``pyctrl.testing.recording_writes`` observes the fake through this).
         self.write_observers: list[Callable[[str, Object], None]] = []
         self.scheme = scheme
-        self.mapper = mapper or StaticRESTMapper()
+        self.mapper = mapper
         self._status_kinds = {kind_gvk(k) for k in (*_STATUS_BUILTINS, *status_subresource)}
         self._indexes: dict[GroupVersionKind, dict[str, tuple[Kind, Callable[[Any], Iterable[str]]]]] = {}
 

@@ -30,7 +30,7 @@ from examples.rediscluster.observe import Observed, seconds_since
 from examples.rediscluster.prober import HealthProber
 from pyctrl.client.errors import Conflict, NotFound
 from pyctrl.client.gvk import GroupVersionKind
-from pyctrl.client.interfaces import Preconditions
+from pyctrl.client import Preconditions
 from pyctrl.client.objects.meta import KubeModel, KubeObject
 from pyctrl.log import get_logger
 from pyctrl.recorder import EventRecorder

@@ -72,10 +72,10 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
 from pyctrl import _access
+from pyctrl._faultproxy import FaultProxy, ProxyError
 from pyctrl.client import ApiClient, Client, HTTPRequest, HTTPTransport, SplitClient
 from pyctrl.client.fake import FakeClient
 from pyctrl.client.scheme import Object, gvk_of
-from pyctrl._faultproxy import FaultProxy, ProxyError
 from pyctrl.manager import Manager
 from pyctrl.reconcile import Reconciler, Request, Result
 

@@ -28,9 +28,9 @@ from typing import Any
 from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.observe import Observed, seconds_since
 from examples.rediscluster.prober import HealthProber
+from pyctrl.client import Preconditions
 from pyctrl.client.errors import Conflict, NotFound
 from pyctrl.client.gvk import GroupVersionKind
-from pyctrl.client import Preconditions
 from pyctrl.client.objects.meta import KubeModel, KubeObject
 from pyctrl.log import get_logger
 from pyctrl.recorder import EventRecorder

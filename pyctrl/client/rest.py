@@ -277,6 +277,10 @@ class Transport:
         backoff = min(_BACKOFF_CAP, _BACKOFF_BASE * 2.0**attempt)
         return backoff * (0.5 + random.random() / 2)
 
+    async def request_json(self, method: str, path: str, *, params: Mapping[str, Any] | None = None) -> Any:
+        """:meth:`request` and parse the JSON body."""
+        return parse_json(await self.request(method, path, params=params), f"{method} {path}")
+
     async def send(self, request: HTTPRequest) -> bytes:
         """:class:`HTTPTransport`: :meth:`request` for an :class:`HTTPRequest`."""
         r = request

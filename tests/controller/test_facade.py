@@ -59,7 +59,9 @@ def test_the_facade_exports_exactly_the_documented_names() -> None:
 def test_pyctrl_testing_exports_exactly_its_helpers() -> None:
     assert pyctrl.testing.__all__ == TESTING
     assert _public(pyctrl.testing) == set(TESTING)
-    helpers = {n for n in _public(pyctrl.testing) if getattr(pyctrl.testing, n).__module__ == "pyctrl.testing"}
+    helpers = {
+        n for n in _public(pyctrl.testing) if getattr(pyctrl.testing, n).__module__ == "pyctrl.testing"
+    }
     assert helpers == set(TESTING) - {"RecordableClient", "FaultProxy", "ProxyError"}
     for name in ("FaultProxy", "ProxyError"):  # the fault-injecting TCP proxy, from its own module
         assert getattr(pyctrl.testing, name).__module__ == "pyctrl._faultproxy"

@@ -26,7 +26,7 @@ class Requests:
     def __init__(self, mgr: Manager) -> None:
         self.mgr = mgr
         self.sent: list[tuple[bool, str, str, dict[str, Any]]] = []  # (leading, method, path, params)
-        transport = mgr.api_client.transport
+        transport = mgr.api_client.rest  # the REST transport: requests and watch streams
         for name in ("request", "stream_lines"):
             setattr(transport, name, self._recorded(getattr(transport, name), name))
 

@@ -165,7 +165,10 @@ def build_operator(config: Any, options: OperatorOptions) -> Operator:
         .complete(reconciler)
     )
     add_backup_controllers(
-        mgr, options.backup_image, max_concurrent_reconciles=options.max_concurrent_reconciles
+        mgr,
+        options.backup_image,
+        cluster_predicates=[Funcs(update_func=_spec_or_lifecycle_changed)],
+        max_concurrent_reconciles=options.max_concurrent_reconciles,
     )
     if webhook_server is not None:
         WebhookBuilder(mgr).for_(RedisCluster).with_validator(RedisClusterValidator()).complete()

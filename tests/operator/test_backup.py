@@ -167,7 +167,7 @@ async def test_a_backup_to_s3_and_to_a_pvc_succeeds_with_the_size_and_sha256_of_
     assert {"BackupStarted", "BackupSucceeded"} <= {e["reason"] for e in b.events("to-s3")}
     job = envtest.http.get(f"/apis/batch/v1/namespaces/{namespace}/jobs/to-s3-backup")
     assert job["metadata"]["ownerReferences"][0]["name"] == "to-s3"
-    assert job["spec"]["backoffLimit"] == 2
+    assert job["spec"]["backoffLimit"] == 1
     assert job["spec"]["activeDeadlineSeconds"] > 0
     # the S3 secret key: nowhere but in its Secret
     visible = json.dumps(
@@ -235,7 +235,7 @@ async def test_bad_input_fails_with_its_reason_and_an_event_and_leaves_the_clust
     failures = {
         j["metadata"]["labels"]["redis.pyctrl.dev/backup"]: j["status"].get("failed", 0) for j in jobs
     }
-    assert failures["unreachable"] == 3
+    assert failures["unreachable"] == 2
     assert failures["missing-bucket"] == failures["wrong-credentials"] == 1
     assert not {"unknown-cluster", "missing-claim"} & set(failures)  # refused before any Job
     assert await c.ready(2)
@@ -338,3 +338,101 @@ async def test_a_corrupt_or_missing_backup_fails_the_restore_and_promotes_nothin
         for e in envtest.http.get(f"/api/v1/namespaces/{namespace}/events")["items"]
     }
     assert {("bad", "RestoreFailed"), ("missing", "RestoreFailed")} <= reasons
+
+
+async def test_a_schedule_keeps_the_newest_backups_in_the_store_and_as_objects(
+    operator: RunningOperator,
+    cluster_factory: Callable[[str], Cluster],
+    envtest: Environment,
+    namespace: str,
+    object_store: ObjectStore,
+) -> None:
+    create_s3_secret(envtest, namespace, object_store.access_key, object_store.secret_key)
+    c = cluster_factory("sched")
+    # every 15 s (croniter's seconds field) instead of every minute: four runs in about a minute
+    c.create(
+        replicas=1,
+        backup={"schedule": "* * * * * */15", "keep": 2, "destination": s3_destination(object_store)},
+    )
+    await eventually(lambda: c.ready(1), within=120, what="Running", interval=0.2)
+    b = Backups(envtest, namespace)
+    seen: set[str] = set()
+
+    async def four_runs_two_kept() -> list[dict[str, Any]] | None:
+        items = envtest.http.get(f"{b.base}?labelSelector=redis.pyctrl.dev/cluster%3Dsched")["items"]
+        seen.update(i["metadata"]["name"] for i in items)
+        live = [i for i in items if not i["metadata"].get("deletionTimestamp")]
+        done = [i for i in live if (i.get("status") or {}).get("phase") == "Succeeded"]
+        if len(seen) < 4 or len(live) != 2 or len(done) != 2:
+            return None
+        listed = object_store.client().list_objects_v2(Bucket=BUCKET, Prefix=f"redis/{namespace}/")
+        keys = {o["Key"] for o in listed.get("Contents", [])}
+        return (
+            live if keys == {i["status"]["location"].removeprefix(f"s3://{BUCKET}/") for i in live} else None
+        )
+
+    kept = await eventually(four_runs_two_kept, within=180, what="4 runs, the newest 2 kept", interval=0.5)
+    names = sorted(seen)
+    assert sorted(i["metadata"]["name"] for i in kept) == names[-len(kept) :]  # the newest two
+    assert all(n.startswith("sched-") for n in names)
+
+
+async def test_deleting_a_cluster_takes_a_final_backup_and_a_failing_one_holds_until_skipped(
+    operator: RunningOperator,
+    cluster_factory: Callable[[str], Cluster],
+    envtest: Environment,
+    namespace: str,
+    object_store: ObjectStore,
+) -> None:
+    create_s3_secret(envtest, namespace, object_store.access_key, object_store.secret_key)
+    good = cluster_factory("good")
+    good.create(replicas=1, backup={"onDelete": True, "destination": s3_destination(object_store)})
+    down = cluster_factory("down")
+    unreachable = s3_destination(object_store, endpoint="http://127.0.0.1:9")
+    down.create(replicas=1, backup={"onDelete": True, "destination": unreachable})
+    await eventually(lambda: good.ready(1), within=120, what="good Running", interval=0.2)
+    await eventually(lambda: down.ready(1), within=120, what="down Running", interval=0.2)
+    client = await good.redis(str(good.status()["currentMaster"]))
+    await load_keys(client, 1000)
+    await client.aclose()
+
+    async def holds(c: Cluster) -> bool:
+        return "redis.pyctrl.dev/final-backup" in c.get()["metadata"].get("finalizers", [])
+
+    await eventually(lambda: holds(good), within=30, what="the final-backup finalizer", interval=0.2)
+    await eventually(lambda: holds(down), within=30, what="the final-backup finalizer", interval=0.2)
+    envtest.http.request("DELETE", f"{good.base}/good")
+    envtest.http.request("DELETE", f"{down.base}/down")
+
+    async def gone(c: Cluster) -> bool:
+        try:
+            c.get()
+        except Exception as exc:
+            return "404" in str(exc)
+        return False
+
+    await eventually(lambda: gone(good), within=120, what="good deleted", interval=0.2)
+    key = f"redis/{namespace}/good-final.rdb"
+    body = object_store.client().get_object(Bucket=BUCKET, Key=key)["Body"].read()  # there already
+    b = Backups(envtest, namespace)
+    final = b.status("good-final")
+    assert final["phase"] == "Succeeded"
+    assert final["sha256"] == hashlib.sha256(body).hexdigest()
+
+    async def failed_once() -> bool:
+        return "FinalBackupFailed" in {e["reason"] for e in b.events("down")}
+
+    await eventually(failed_once, within=150, what="FinalBackupFailed on down", interval=0.5)
+    held = down.get()
+    assert "redis.pyctrl.dev/final-backup" in held["metadata"]["finalizers"]  # still held
+    final_condition = condition(held.get("status") or {}, "FinalBackup")
+    assert final_condition is not None
+    assert "cannot reach http://127.0.0.1:9" in final_condition["message"]
+    envtest.http.request(
+        "PATCH",
+        f"{down.base}/down",
+        {"metadata": {"annotations": {"redis.pyctrl.dev/skip-final-backup": "true"}}},
+        content_type="application/merge-patch+json",
+    )
+    await eventually(lambda: gone(down), within=60, what="down deleted after the skip", interval=0.2)
+    assert "FinalBackupSkipped" in {e["reason"] for e in b.events("down")}

@@ -202,7 +202,8 @@ class BackupSchedule(KubeModel):
     model_config = _SPEC_CONFIG
 
     schedule: str | None = Field(default=None, min_length=1)
-    """Cron expression (5 fields, UTC), e.g. "0 3 * * *"; none: only the final backup, if onDelete."""
+    """Cron expression, UTC: 5 fields ("0 3 * * *") or 6 with seconds last ("* * * * * */15");
+    none: no scheduled backups (only the final one, with onDelete)."""
     destination: BackupDestination
     """Where the scheduled (and final) backups go."""
     keep: int = Field(default=7, ge=1, le=1000)

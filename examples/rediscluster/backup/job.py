@@ -8,7 +8,7 @@ Guarantees:
 
 - the Job's name is a function of the RedisBackup's name (``<backup>-backup``), so an operator
   restarted after creating it finds it instead of starting a second one;
-- bounded work: ``backoffLimit`` 2 (three attempts), ``activeDeadlineSeconds`` (default one hour),
+- bounded work: ``backoffLimit`` 1 (two attempts), ``activeDeadlineSeconds`` (default one hour),
   and a podFailurePolicy failing the Job at once on the worker's "permanent" exit code (rejected
   credentials, missing bucket, corrupt backup) — retries are kept for what a retry can fix;
 - secrets only by ``secretKeyRef`` in the environment (``REDIS_PASSWORD``, ``AWS_ACCESS_KEY_ID``,
@@ -42,7 +42,7 @@ CLUSTER_LABEL = "redis.pyctrl.dev/cluster"
 SOURCE_ANNOTATION = "redis.pyctrl.dev/source-pod"
 WORKER_COMMAND = ["python", "-m", "examples.rediscluster.backup.worker"]
 DEFAULT_DEADLINE_SECONDS = 3600
-BACKOFF_LIMIT = 2
+BACKOFF_LIMIT = 1
 PVC_MOUNT = "/backup"
 CA_MOUNT = "/etc/redis-backup-ca"
 _RESOURCES = {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}

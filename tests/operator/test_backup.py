@@ -59,6 +59,16 @@ class Backups:
         return [e for e in items if e["involvedObject"].get("name") == name]
 
 
+async def recorded(envtest: Environment, namespace: str, name: str, *reasons: str) -> None:
+    """Wait for Events with these reasons about ``name`` (the recorder writes in the background)."""
+
+    async def check() -> bool:
+        items = envtest.http.get(f"/api/v1/namespaces/{namespace}/events")["items"]
+        return set(reasons) <= {e["reason"] for e in items if e["involvedObject"].get("name") == name}
+
+    await eventually(check, within=30, what=f"Events {reasons} for {name}", interval=0.2)
+
+
 def s3_destination(
     store: ObjectStore, *, bucket: str = BUCKET, endpoint: str | None = None
 ) -> dict[str, Any]:
@@ -164,7 +174,7 @@ async def test_a_backup_to_s3_and_to_a_pvc_succeeds_with_the_size_and_sha256_of_
     stored = (claim_dir(envtest, namespace, "backups") / "to-pvc").read_bytes()
     assert (pvc["sizeBytes"], pvc["sha256"]) == (len(stored), hashlib.sha256(stored).hexdigest())
     assert len(stored) > 1_000_000  # 100,000 keys, not an empty snapshot
-    assert {"BackupStarted", "BackupSucceeded"} <= {e["reason"] for e in b.events("to-s3")}
+    await recorded(envtest, namespace, "to-s3", "BackupStarted", "BackupSucceeded")
     job = envtest.http.get(f"/apis/batch/v1/namespaces/{namespace}/jobs/to-s3-backup")
     assert job["metadata"]["ownerReferences"][0]["name"] == "to-s3"
     assert job["spec"]["backoffLimit"] == 1
@@ -229,7 +239,11 @@ async def test_bad_input_fails_with_its_reason_and_an_event_and_leaves_the_clust
         status = await eventually(partial(b.finished, name), within=180, what=f"{name} done", interval=0.5)
         assert status["phase"] == "Failed", (name, status)
         assert why in status["message"], (name, status["message"])
-        assert any(e["type"] == "Warning" for e in b.events(name)), name
+
+        async def warned(n: str = name) -> bool:  # Events are written in the background
+            return any(e["type"] == "Warning" for e in b.events(n))
+
+        await eventually(warned, within=30, what=f"a Warning Event for {name}", interval=0.2)
     # unreachable: retried (bounded) before failing; the permanent ones failed on their first pod
     jobs = envtest.http.get(f"/apis/batch/v1/namespaces/{namespace}/jobs")["items"]
     failures = {
@@ -291,9 +305,7 @@ async def test_a_restore_seeds_a_new_cluster_with_every_key_and_reports_restored
         await client.aclose()
     cm = envtest.http.get(f"/api/v1/namespaces/{namespace}/configmaps/dst-restore")
     assert cm["data"] == {"done": "true"}  # pods created from now on sync instead of re-seeding
-    assert "Restored" in {
-        e["reason"] for e in dst.envtest.http.get(f"/api/v1/namespaces/{namespace}/events")["items"]
-    }
+    await recorded(envtest, namespace, "dst", "Restored")
 
 
 async def test_a_corrupt_or_missing_backup_fails_the_restore_and_promotes_nothing(
@@ -333,11 +345,8 @@ async def test_a_corrupt_or_missing_backup_fails_the_restore_and_promotes_nothin
     assert missing.status().get("currentMaster") is None
     sts = envtest.http.get(f"/apis/apps/v1/namespaces/{namespace}/statefulsets")["items"]
     assert "missing" not in {s["metadata"]["name"] for s in sts}  # no pod could start empty
-    reasons = {
-        (e["involvedObject"]["name"], e["reason"])
-        for e in envtest.http.get(f"/api/v1/namespaces/{namespace}/events")["items"]
-    }
-    assert {("bad", "RestoreFailed"), ("missing", "RestoreFailed")} <= reasons
+    await recorded(envtest, namespace, "bad", "RestoreFailed")
+    await recorded(envtest, namespace, "missing", "RestoreFailed")
 
 
 async def test_a_schedule_keeps_the_newest_backups_in_the_store_and_as_objects(
@@ -435,4 +444,4 @@ async def test_deleting_a_cluster_takes_a_final_backup_and_a_failing_one_holds_u
         content_type="application/merge-patch+json",
     )
     await eventually(lambda: gone(down), within=60, what="down deleted after the skip", interval=0.2)
-    assert "FinalBackupSkipped" in {e["reason"] for e in b.events("down")}
+    await recorded(envtest, namespace, "down", "FinalBackupSkipped")

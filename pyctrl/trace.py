@@ -31,13 +31,14 @@ Guarantees:
 
 - off (the default) every hook costs one module-attribute check; nothing is computed, stored or
   printed;
-- on, lines are written whole and flushed in event-loop order; times are milliseconds since
-  tracing was enabled (``time.perf_counter``); the ``worker`` line gives the time the request
+- on, lines are written whole and flushed in event-loop order; times are milliseconds since the
+  first line after tracing was enabled (``time.perf_counter``); the ``worker`` line gives the time the request
   waited since it became ready, the ``reconcile`` line the reconcile's duration;
 - tracing never changes what the pipeline does: predicates are pure, so the ``predicate`` line
   evaluates each one again to name the one that filtered the event; the per-request "ready since"
   times it keeps are bounded (:data:`MAX_TRACKED`);
-- an object's Secret data never appears: lines carry kinds, names, resourceVersions and outcomes.
+- no object content ever appears (so no Secret data): lines carry kinds, names, resourceVersions,
+  predicate and handler names, and outcomes.
 """
 
 from __future__ import annotations

@@ -80,6 +80,9 @@ def test_the_trace_example_prints_every_stage_of_one_object_in_order_and_leaves_
     assert sum("filtered by Funcs(update_func=data_changed)" in line[3] for line in lines) >= 1
     times = [line[0] for line in lines]
     assert times == sorted(times)
+    # names and versions only: the object's data ("hello", "world") is never printed
+    assert "hello" not in done.stderr
+    assert "world" not in done.stderr
     assert "stopped: control plane and manager" in done.stdout
     state_dir = re.search(r"control plane started in (\S+)", done.stdout)
     assert state_dir is not None, done.stdout

@@ -11,8 +11,8 @@ from sphinx.application import Sphinx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-# {program-output} runs `python ...`: make that the interpreter building the docs (the venv's),
-# started in the repository root so the examples import pyctrl and find crds/.
+# {program-output} runs `python ...`: make that the interpreter building the docs (the venv's);
+# each such directive sets `:cwd: /..`, the repository root, as the pages' commands assume.
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
 project = "pyctrl"

@@ -318,7 +318,14 @@ async def test_graceful_deletion_runs_pre_stop_then_sigterm_then_sigkill_after_t
         "volumes": [{"name": "out", "hostPath": {"path": str(tmp_path), "type": "Directory"}}],
     }
     await make_pod(kube, namespace, "graceful", spec)
-    pod = await pod_where(kube, namespace, "graceful", "running", lambda p: "started" in read(events))
+    # The container can write "started" before the node has written its running status.
+    pod = await pod_where(
+        kube,
+        namespace,
+        "graceful",
+        "running",
+        lambda p: "started" in read(events) and "running" in container_status(p).get("state", {}),
+    )
     pid = container_pid(pod)
     started = time.monotonic()
     await kube.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/graceful")

@@ -197,15 +197,16 @@ class Container:
     def _add_termination_message(self, launch: Launch, code: int) -> None:
         """The kubelet's termination message: the file the container wrote at its
         terminationMessagePath (at most 4096 bytes) or, with FallbackToLogsOnError after a failure,
-        the last 80 lines (at most 2048 bytes) of its log."""
+        the last 80 lines (at most 2048 bytes) of this instance's log."""
         message = b""
         if launch.termination_log is not None:
             with contextlib.suppress(OSError):
                 message = launch.termination_log.read_bytes()[:4096]
         fallback = self.spec.get("terminationMessagePolicy") == "FallbackToLogsOnError"
         if not message.strip() and fallback and code != 0:
-            with contextlib.suppress(OSError):
-                message = b"\n".join(launch.log_path.read_bytes().splitlines()[-80:])[-2048:]
+            start, end = logs.instance_range(launch.log_path, previous=False) or (0, None)
+            own = logs.read_range(launch.log_path, start, end)  # this instance's output only
+            message = logs.select(own, tail_lines=80, limit_bytes=None)[-2048:]
         if message.strip():
             self.state["terminated"]["message"] = message.decode(errors="replace")
 

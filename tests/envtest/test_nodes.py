@@ -4,7 +4,6 @@ anew, and ``kubectl drain`` evicts through the Eviction API within a PodDisrupti
 
 from __future__ import annotations
 
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from pyctrl.envtest import Environment, NodeError, poll_until
 from pyctrl.envtest._components import NODE_MONITOR_GRACE, NODE_MONITOR_PERIOD
 from pyctrl.envtest._nodes import node_processes
 from pyctrl.envtest._process import pid_alive
+from tests.node.helpers import container_pid, kubectl
 
 pytestmark = pytest.mark.controlplane
 
@@ -38,12 +38,6 @@ def ns(cluster: Environment) -> Iterator[str]:
         cluster.delete_namespace(name)
 
 
-def kubectl(env: Environment, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    assert env.bin_dir is not None
-    argv = [str(env.bin_dir / "kubectl"), f"--kubeconfig={env.kubeconfig_path}", *args]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-
-
 def pods(env: Environment, ns: str, selector: str = "") -> list[dict[str, Any]]:
     query = f"?labelSelector={selector}" if selector else ""
     return list(env.http.get(f"/api/v1/namespaces/{ns}/pods{query}")["items"])
@@ -52,11 +46,6 @@ def pods(env: Environment, ns: str, selector: str = "") -> list[dict[str, Any]]:
 def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
     found = [c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == kind]
     return found[0] if found else {}
-
-
-def container_pid(pod: dict[str, Any]) -> int:
-    [status] = pod["status"]["containerStatuses"]
-    return int(status["containerID"].removeprefix("pyctrl://"))
 
 
 def deployment(name: str, replicas: int, spec: dict[str, Any]) -> dict[str, Any]:

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from pathlib import Path
 from typing import Any
 
+from pyctrl.envtest import Environment
 from pyctrl.envtest.node.kube import ApiError, Kube
 from pyctrl.testing import eventually
 
 REDIS_PROBE = ["sh", "-c", 'redis-cli -h "$POD_IP" ping | grep -q PONG']
+
+
+def kubectl(env: Environment, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``kubectl ARGS`` as the environment's admin."""
+    assert env.bin_dir is not None
+    argv = [str(env.bin_dir / "kubectl"), f"--kubeconfig={env.kubeconfig_path}", *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def condition(pod: dict[str, Any], kind: str) -> str | None:

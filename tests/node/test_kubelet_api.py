@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from pyctrl.envtest import Environment, poll_until
+from tests.node.helpers import kubectl
 
 pytestmark = pytest.mark.controlplane
 
@@ -27,12 +28,6 @@ MAIN = (
     'echo "instance $n"; echo "second line"; [ $n -ge 2 ] || exit 1; exec sleep 3600'
 )
 TICKER = 'i=0; while true; do echo "tick $i"; i=$((i+1)); sleep 0.3; done'
-
-
-def kubectl(env: Environment, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    assert env.bin_dir is not None
-    argv = [str(env.bin_dir / "kubectl"), f"--kubeconfig={env.kubeconfig_path}", *args]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
 
 
 @pytest.fixture

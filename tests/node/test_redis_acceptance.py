@@ -22,6 +22,7 @@ from tests.node.helpers import (
     container_status,
     create,
     get_pod,
+    kubectl,
     list_pods,
     pod_processes,
     read,
@@ -83,7 +84,7 @@ async def watch_pod(
 
 
 async def test_redis_shutdown_turns_the_pod_not_ready_restarts_it_and_keeps_the_pvc_data(
-    kube: Kube, namespace: str
+    kube: Kube, namespace: str, envtest: Environment
 ) -> None:
     [pod] = await make_statefulset(kube, namespace, "redis", 1)
     ip = pod["status"]["podIP"]
@@ -116,6 +117,13 @@ async def test_redis_shutdown_turns_the_pod_not_ready_restarts_it_and_keeps_the_
     assert status["lastState"]["terminated"]["exitCode"] == 0
     assert final["status"]["podIP"] == ip
     assert await redis_cli(ip, "get", "greeting") == "hello"
+    # kubectl logs through the node's kubelet API: the restarted redis-server, and the one before
+    previous = kubectl(envtest, "logs", "-n", namespace, "redis-0", "--previous")
+    assert previous.returncode == 0, previous.stderr
+    assert "Redis is now ready to exit, bye bye" in previous.stdout
+    current = kubectl(envtest, "logs", "-n", namespace, "redis-0")
+    assert "Ready to accept connections" in current.stdout
+    assert "ready to exit" not in current.stdout
 
 
 async def test_deleting_a_pod_stops_redis_with_sigterm_and_the_recreated_pod_is_ready_with_its_data(

@@ -206,7 +206,7 @@ class Container:
         if not message.strip() and fallback and code != 0:
             start, end = logs.instance_range(launch.log_path, previous=False) or (0, None)
             own = logs.read_range(launch.log_path, start, end)  # this instance's output only
-            message = logs.select(own, tail_lines=80, limit_bytes=None)[-2048:]
+            message = b"\n".join(own.splitlines()[-80:])[-2048:]
         if message.strip():
             self.state["terminated"]["message"] = message.decode(errors="replace")
 

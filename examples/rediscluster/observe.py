@@ -78,6 +78,10 @@ class Observed:
             raise RedisUnavailable("", 0, f"pod {pod} has no IP yet")
         return RedisConnection(ip, REDIS_PORT, self.password, self.io_timeout)
 
+    def handing_over(self) -> bool:
+        """True while some master runs a ``FAILOVER`` (``master_failover_state`` not idle)."""
+        return any(n.redis is not None and n.redis.failover_state != "no-failover" for n in self.nodes)
+
     def endpoints(self) -> dict[str, RedisConnection | None]:
         """pod -> its Redis (None without an IP), for the health prober."""
         return {n.pod: self.connection(n.pod) if n.ip else None for n in self.nodes}

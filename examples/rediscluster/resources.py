@@ -13,9 +13,11 @@ Children (each carries a controller ownerReference to the RedisCluster, set by t
 Planned switchover on deletion (a drain, an eviction, a rolling update): the container's preStop
 hook keeps a master serving while it has replicas connected, for at most ``PRESTOP_WAIT_SECONDS``,
 until the operator — seeing the master pod's deletionTimestamp — has handed the master over with
-``FAILOVER TO``; the hook then returns and SIGTERM stops a replica. A replica, or a master with no
-replica left (the whole cluster being deleted), stops at once; if the operator is away the wait
-ends after the bound and the usual failover follows.
+``FAILOVER TO``; it then stays on as the new master's replica for ``PRESTOP_LINGER_SECONDS`` —
+Redis makes a promoted replica's own replicas reconnect, which they do within a second, and
+meanwhile this one acknowledges the new master's ``WAIT`` — before SIGTERM stops it. A replica,
+or a master with no replica left (the whole cluster being deleted), stops at once; if the
+operator is away the wait ends after the bound and the usual failover follows.
 
 Boot fencing (REFERENCE "A pod that is not the recorded master must never boot as a master"): every
 pod boots as a replica of an address where nothing listens (``replicaof 127.255.255.254 1``), so
@@ -59,6 +61,8 @@ ROLE_LABEL = "redis.pyctrl.dev/role"
 FENCE_HOST, FENCE_PORT = "127.255.255.254", 1
 #: the longest a terminating master waits in preStop for the operator's switchover
 PRESTOP_WAIT_SECONDS = 20
+#: how long a handed-over master stays on as the new master's replica before it stops
+PRESTOP_LINGER_SECONDS = 2
 TERMINATION_GRACE_SECONDS = 30
 #: redis.conf directives the operator owns; ``redisConfig`` may not set them.
 MANAGED_KEYS = frozenset(
@@ -198,13 +202,17 @@ def _probe_script(spec: RedisClusterSpec) -> str:
 
 
 def _prestop_script(spec: RedisClusterSpec) -> str:
-    """Wait while this Redis is a master with replicas connected (bounded); see the docstring."""
+    """Wait while this Redis is a master with replicas connected (bounded), then linger briefly
+    as the new master's replica; see the module docstring."""
     return (
-        f"end=$(($(date +%s) + {PRESTOP_WAIT_SECONDS}))\n"
+        f"end=$(($(date +%s) + {PRESTOP_WAIT_SECONDS})); handed=\n"
         'while [ "$(date +%s)" -lt "$end" ]; do\n'
         f"  info=$({_redis_cli(spec)} info replication 2>/dev/null) || exit 0\n"
-        '  case "$info" in *role:master*) ;; *) exit 0 ;; esac\n'
+        '  case "$info" in *role:master*) ;; *)\n'
+        f'    [ -n "$handed" ] && sleep {PRESTOP_LINGER_SECONDS}; exit 0 ;;\n'
+        "  esac\n"
         '  case "$info" in *connected_slaves:0*) exit 0 ;; esac\n'
+        "  handed=1\n"
         "  sleep 0.2\n"
         "done\n"
     )

@@ -199,21 +199,25 @@ def _converge(
 
     ``epoch`` (a new decision) puts ``RecordMaster`` first. Labels leave the other pods before any
     Redis command, so no Service selects two masters; the master label comes last, after Promote.
-    With ``handover_from`` the master is made by ``Switchover`` instead: that master's replicas
-    follow through the handover, and the master label waits for the next plan (FAILOVER is async).
+    With ``handover_from`` the master is made by ``Switchover`` instead, and the master label waits
+    for the next plan (FAILOVER is async). That master's other replicas are first re-pointed to
+    the new one (chained below it while it is still a replica: same replication ID, a partial
+    resync), so the new master has them the moment it takes over, even if the old master leaves
+    right away (a drained node) — writes acknowledged by ``WAIT`` do not stall waiting for them.
     """
     m = nodes[master]
     actions: list[Action] = [RecordMaster(master, epoch)] if epoch is not None else []
     others = [n for n in nodes.values() if n.pod != master]
     actions += [SetLabel(n.pod, Role.REPLICA) for n in others if n.label != Role.REPLICA]
+    live = [n for n in others if n.reachable and n.redis is not None and not n.redis.loading]
+    chained = [n for n in live if handover_from is not None and n.follows(handover_from)]
     if handover_from is not None:
+        actions += [ReplicaOf(n.pod, master) for n in chained]
         actions.append(Switchover(handover_from.pod, master))
     elif m.role is not Role.MASTER:
         actions.append(Promote(master))
-    for n in others:
-        if not n.reachable or n.redis is None or n.redis.loading:
-            continue
-        if handover_from is not None and (n is handover_from or n.follows(handover_from)):
+    for n in live:
+        if n is handover_from or n in chained:
             continue
         if n.role is Role.MASTER:
             actions.append(Demote(n.pod, master))

@@ -192,7 +192,12 @@ def test_not_ready_master_below_the_window_waits_then_hands_over_without_loss() 
     observed = [master(0, ready=False, online=(1, 2)), replica(1, 0, offset=900), replica(2, 0)]
     assert "unhealthy" in only_wait(plan(observed, AT_0, POLICY, master_unhealthy_for=1))
     p = plan(observed, AT_0, POLICY, master_unhealthy_for=5)
-    assert p.actions == (RecordMaster("rc-2", 2), SetLabel("rc-0", R), Switchover("rc-0", "rc-2"))
+    assert p.actions == (
+        RecordMaster("rc-2", 2),
+        SetLabel("rc-0", R),
+        ReplicaOf("rc-1", "rc-2"),
+        Switchover("rc-0", "rc-2"),
+    )
 
 
 def test_returning_old_master_is_demoted_to_the_new_one() -> None:
@@ -233,6 +238,7 @@ def test_resume_when_the_old_master_is_back_and_in_sync_switches_over() -> None:
     observed = [master(0, online=(1, 2)), replica(1, 0), replica(2, 0)]
     assert plan(observed, ClusterState("rc-2", 2), POLICY).actions == (
         SetLabel("rc-0", R),
+        ReplicaOf("rc-1", "rc-2"),
         Switchover("rc-0", "rc-2"),
     )
 
@@ -349,12 +355,13 @@ def test_bootstrap_waits_while_a_pod_loads_its_dataset() -> None:
     assert "load" in only_wait(plan(observed, ClusterState(), POLICY))
 
 
-def test_a_handover_also_fences_a_stray_master_and_keeps_the_old_masters_replicas() -> None:
+def test_a_handover_also_fences_a_stray_master_and_moves_the_old_masters_replicas_first() -> None:
     observed = [master(0, online=(1, 2)), replica(1, 0), replica(2, 0), master(3, keys=4, label="master")]
     p = plan(observed, ClusterState("rc-2", 2), POLICY)
     assert p.actions == (
         SetLabel("rc-0", R),
         SetLabel("rc-3", R),
+        ReplicaOf("rc-1", "rc-2"),
         Switchover("rc-0", "rc-2"),
         Demote("rc-3", "rc-2"),
     )

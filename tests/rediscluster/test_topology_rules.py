@@ -13,6 +13,7 @@ from examples.rediscluster.topology import (
     Plan,
     Policy,
     RecordMaster,
+    ReplicaOf,
     Role,
     ScaleDown,
     SetLabel,
@@ -221,9 +222,14 @@ def test_scale_down_to_zero_is_refused() -> None:
 # --- planned switchover --------------------------------------------------------------------------
 
 
-def test_switchover_records_then_hands_over() -> None:
+def test_switchover_records_chains_the_other_replicas_below_the_target_then_hands_over() -> None:
     p = switchover(healthy(3, 2), ClusterState("rc-2", 4), "rc-0")
-    assert p.actions == (RecordMaster("rc-0", 5), SetLabel("rc-2", Role.REPLICA), Switchover("rc-2", "rc-0"))
+    assert p.actions == (
+        RecordMaster("rc-0", 5),
+        SetLabel("rc-2", Role.REPLICA),
+        ReplicaOf("rc-1", "rc-0"),  # the new master keeps a replica when the old one leaves
+        Switchover("rc-2", "rc-0"),
+    )
 
 
 def test_switchover_to_the_current_master_is_a_no_op() -> None:
@@ -274,7 +280,13 @@ def test_a_terminating_master_is_handed_over_to_the_best_live_in_sync_replica() 
     ]
     p = evacuate(observed, ClusterState("rc-0", 4), POLICY)
     assert p is not None
-    assert p.actions == (RecordMaster("rc-3", 5), SetLabel("rc-0", Role.REPLICA), Switchover("rc-0", "rc-3"))
+    assert p.actions == (
+        RecordMaster("rc-3", 5),
+        SetLabel("rc-0", Role.REPLICA),
+        ReplicaOf("rc-1", "rc-3"),
+        ReplicaOf("rc-2", "rc-3"),
+        Switchover("rc-0", "rc-3"),
+    )
 
 
 def test_a_terminating_master_without_an_in_sync_replica_waits() -> None:

@@ -87,6 +87,7 @@ def test_a_backup_to_s3_holds_every_key_with_the_size_and_sha256_it_reports(
     )
     assert code == 0, result
     body = s3_env.client().get_object(Bucket=BUCKET, Key="ns/full.rdb")["Body"].read()
+    assert int(str(result.pop("peakRssBytes"))) > 0
     assert result == {
         "location": f"s3://{BUCKET}/ns/full.rdb",
         "sizeBytes": len(body),

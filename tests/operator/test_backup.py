@@ -7,6 +7,9 @@ import base64
 import hashlib
 import json
 import os
+import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -445,3 +448,77 @@ async def test_deleting_a_cluster_takes_a_final_backup_and_a_failing_one_holds_u
     )
     await eventually(lambda: gone(down), within=60, what="down deleted after the skip", interval=0.2)
     await recorded(envtest, namespace, "down", "FinalBackupSkipped")
+
+
+def _die_with_parent() -> None:
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+
+
+def operator_subprocess(kubeconfig: Path, namespace: str, log: Path) -> subprocess.Popen[bytes]:
+    """The operator as its own process (so it can be SIGKILLed), as the generated-role user."""
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "examples.rediscluster",
+                f"--kubeconfig={kubeconfig}",
+                f"--namespace={namespace}",
+                "--metrics-bind-address=127.0.0.1:0",
+                "--health-probe-bind-address=127.0.0.1:0",
+            ],
+            cwd=Path(__file__).resolve().parents[2],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent,  # noqa: PLW1509 - set before exec, no threads involved
+        )
+
+
+async def test_an_operator_killed_while_a_backup_job_runs_completes_it_once_after_restart(
+    operator_kubeconfig: Path,
+    cluster_factory: Callable[[str], Cluster],
+    namespace: str,
+    object_store: ObjectStore,
+    tmp_path: Path,
+) -> None:
+    procs = [operator_subprocess(operator_kubeconfig, namespace, tmp_path / "operator.log")]
+    try:
+        c = cluster_factory("slow")
+        envtest = c.envtest
+        # 100 µs per key while the snapshot is written: the backup Job runs for seconds
+        c.create(replicas=1, redisConfig={"rdb-key-save-delay": "100"})
+        await eventually(lambda: c.ready(1), within=120, what="Running", interval=0.2)
+        client = await c.redis(str(c.status()["currentMaster"]))
+        await load_keys(client, 60_000)
+        await client.aclose()
+        create_s3_secret(envtest, namespace, object_store.access_key, object_store.secret_key)
+        b = Backups(envtest, namespace)
+        b.create("slow", "slow", s3_destination(object_store))
+        pods = f"/api/v1/namespaces/{namespace}/pods?labelSelector=job-name%3Dslow-backup"
+
+        async def job_pod_running() -> bool:
+            items = envtest.http.get(pods)["items"]
+            return any(p["status"].get("phase") == "Running" for p in items)
+
+        await eventually(job_pod_running, within=60, what="the backup Job's pod running", interval=0.1)
+        procs[0].send_signal(signal.SIGKILL)
+        procs[0].wait(10)
+        assert b.status("slow")["phase"] == "Running"
+        procs.append(operator_subprocess(operator_kubeconfig, namespace, tmp_path / "operator.log"))
+        status = await eventually(lambda: b.finished("slow"), within=120, what="slow finished", interval=0.5)
+        assert status["phase"] == "Succeeded", status
+        jobs = envtest.http.get(f"/apis/batch/v1/namespaces/{namespace}/jobs")["items"]
+        assert [j["metadata"]["name"] for j in jobs] == ["slow-backup"]  # not started twice
+        assert len(envtest.http.get(pods)["items"]) == 1  # one attempt, not retried
+        listed = object_store.client().list_objects_v2(Bucket=BUCKET, Prefix=f"redis/{namespace}/")
+        assert [o["Key"] for o in listed.get("Contents", [])] == [f"redis/{namespace}/slow.rdb"]
+        body = (
+            object_store.client().get_object(Bucket=BUCKET, Key=f"redis/{namespace}/slow.rdb")["Body"].read()
+        )
+        assert status["sha256"] == hashlib.sha256(body).hexdigest()
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait(10)

@@ -16,10 +16,10 @@ DESTINATION is ``--pvc-mount DIR --pvc-claim NAME --path P`` or ``--s3-endpoint 
 
 The result is one JSON line written to the termination-message file (``$TERMINATION_LOG``,
 default ``/dev/termination-log``: the Job pod's ``terminationMessagePath``), which the operator
-reads from the pod's status: ``{"location", "sizeBytes", "sha256"}`` on success, ``{"error"}``
-otherwise. Exit codes: 0 done; 1 failed, worth retrying (unreachable endpoint or Redis); 3 failed
-for good (rejected credentials, missing bucket, corrupt backup) — the Job's podFailurePolicy fails
-the Job at once on 3.
+reads from the pod's status: ``{"location", "sizeBytes", "sha256", "peakRssBytes"}`` on
+success, ``{"error"}`` otherwise. Exit codes: 0 done; 1 failed, worth retrying (unreachable
+endpoint or Redis); 3 failed for good (rejected credentials, missing bucket, corrupt backup):
+the Job's podFailurePolicy fails the Job at once on 3.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sys
 import time
 from collections.abc import Sequence
@@ -114,6 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RdbError as exc:
         _report({"error": str(exc)})
         return EXIT_RETRY
+    # the worker's own peak memory (kernel ru_maxrss, KiB): it must not grow with the dataset
+    result["peakRssBytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     _report(result)
     return 0
 

@@ -4,7 +4,8 @@ Starts the local control plane with its node (building the binaries first if nee
 operator as its own process, applies ``samples/rediscluster.yaml``, waits until the cluster is
 Ready (saying what it waits for), shows it, crashes the master and shows the new one, then stops
 everything. ``--keep`` leaves it all running until Ctrl-C instead. Every process started here is
-stopped on exit, on Ctrl-C and on failure.
+stopped on exit, on Ctrl-C and on failure. ``--backup`` shows a backup to S3 and a restore
+instead (``examples/rediscluster/backup/demo.py``).
 """
 
 from __future__ import annotations
@@ -186,9 +187,16 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m examples.rediscluster.demo", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--keep", action="store_true", help="keep everything running until Ctrl-C")
+    parser.add_argument(
+        "--backup", action="store_true", help="show a backup to S3 and a restore instead of a failover"
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     try:
+        if args.backup:
+            from examples.rediscluster.backup.demo import run_backup_demo
+
+            return run_backup_demo(args.keep)
         return run(args.keep)
     except (RuntimeError, TimeoutError) as exc:
         say(f"error: {exc}")

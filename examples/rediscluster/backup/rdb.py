@@ -17,12 +17,11 @@ Guarantees:
 - a payload that does not start with the ``REDIS`` magic, does not end with the RDB end-of-file
   opcode, or stops early (connection closed, timeout) raises :class:`RdbError` — a truncated
   snapshot is never returned as a complete one;
-- ``sha256`` and ``size`` cover exactly the bytes returned.
+- ``size`` counts exactly the bytes returned (the caller hashes them: ``store`` does, once).
 """
 
 from __future__ import annotations
 
-import hashlib
 import socket
 from typing import Self
 
@@ -39,7 +38,7 @@ class RdbError(Exception):
 
 
 class RdbStream:
-    """A snapshot being received: a binary file object (``read``) with a running SHA-256."""
+    """A snapshot being received: a binary file object (``read``) counting what it returned."""
 
     def __init__(self, host: str, port: int, password: str | None = None, *, timeout: float = 60.0) -> None:
         try:
@@ -54,7 +53,6 @@ class RdbStream:
         self._first = True
         self._tail = b""  # the last bytes returned (RDB end-of-file check)
         self.size = 0
-        self._hash = hashlib.sha256()
         try:
             if password is not None:
                 self._command(b"AUTH", password.encode())
@@ -128,7 +126,6 @@ class RdbStream:
             got += len(part)
         out = b"".join(parts)
         if out:
-            self._hash.update(out)
             self.size += len(out)
             if self._first:
                 self._first = False
@@ -169,10 +166,6 @@ class RdbStream:
         # RDB ends with the EOF opcode and an 8-byte CRC64 (zero when rdbchecksum is off)
         if self.size < len(RDB_MAGIC) + 9 or self._tail[-9] != RDB_EOF_OPCODE:
             raise RdbError(f"the snapshot from {self._where} does not end like an RDB file (truncated?)")
-
-    @property
-    def sha256(self) -> str:
-        return self._hash.hexdigest()
 
     def close(self) -> None:
         self._sock.close()

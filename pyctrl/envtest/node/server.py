@@ -10,8 +10,8 @@ Guarantees:
   apiserver's ``--kubelet-certificate-authority`` verifies it); a client must present a
   certificate signed by that CA (``--client-ca-file`` semantics: CN is the user, O the groups);
 - every request is authorized as the kubelet's ``--authorization-mode=Webhook`` does: a
-  SubjectAccessReview for the user on ``nodes/<subresource>`` of this node (``proxy`` for
-  containerLogs, exec and pods; verb ``get`` for GET, ``create`` for POST) — 403 when denied;
+  SubjectAccessReview for the user on ``nodes/proxy`` of this node (the subresource the kubelet
+  maps these paths to; verb ``get`` for GET, ``create`` otherwise) — 403 when denied;
 - ``GET /containerLogs/{namespace}/{pod}/{container}`` with ``follow``, ``previous``,
   ``tailLines`` and ``limitBytes`` answers the container's log (``logs.py``): the latest instance,
   or the one before with ``previous=true`` (400 when there is none, as the kubelet says);

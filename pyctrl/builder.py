@@ -55,7 +55,7 @@ from pyctrl.webhook import (
     with_custom_defaulter,
     with_custom_validator,
 )
-from pyctrl.workqueue import RateLimiter
+from pyctrl.workqueue import Clock, RateLimiter
 
 __all__ = [
     "CONVERT_PATH",
@@ -125,12 +125,14 @@ class ControllerBuilder:
         rate_limiter: RateLimiter[Any] | None = None,
         reconciliation_timeout: float | None = None,
         cache_sync_timeout: float | None = None,
+        clock: Clock | None = None,
     ) -> Self:
         given = {
             "max_concurrent_reconciles": max_concurrent_reconciles,
             "rate_limiter": rate_limiter,
             "reconciliation_timeout": reconciliation_timeout,
             "cache_sync_timeout": cache_sync_timeout,
+            "clock": clock,
         }
         self._options.update({k: v for k, v in given.items() if v is not None})
         return self

@@ -32,22 +32,21 @@ Defaults are controller-runtime's: 15 s / 10 s / 2 s; identity ``hostname_uuid``
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime
 import random
 import socket
-import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import Gauge
 
 from pyctrl.client.errors import Conflict, KubernetesError, NotFound
+from pyctrl.client.interfaces import Client
 from pyctrl.client.objects import Lease, LeaseSpec, ObjectMeta
 from pyctrl.log import get_logger
 from pyctrl.metrics import registry
+from pyctrl.workqueue import Clock, RealClock
 
 __all__ = ["LeaderElectionConfig", "LeaderElectionLost", "LeaderElector", "default_identity"]
 
@@ -55,10 +54,15 @@ _JITTER = 1.2
 _JITTER_FACTOR = 0.2  # candidates retry every retry_period * [1, 1.2)
 
 
-async def _wait(stop: asyncio.Event, seconds: float) -> bool:
-    """Wait ``seconds`` or until ``stop``; True when stopped."""
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), seconds)
+async def _wait(stop: asyncio.Event, clock: Clock, seconds: float) -> bool:
+    """Wait ``seconds`` on ``clock`` or until ``stop``; True when stopped."""
+    sleeping = asyncio.ensure_future(clock.sleep_until(clock.now() + seconds))
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({sleeping, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        sleeping.cancel()
+        stopping.cancel()
     return stop.is_set()
 
 
@@ -113,12 +117,10 @@ class LeaderElectionConfig:
 class LeaderElector:
     """Campaigns for, holds and releases one Lease through ``client`` (get/create/update)."""
 
-    def __init__(
-        self, client: Any, config: LeaderElectionConfig, *, clock: Callable[[], float] = time.monotonic
-    ):
+    def __init__(self, client: Client, config: LeaderElectionConfig, *, clock: Clock | None = None):
         self.client = client
         self.config = config
-        self.clock = clock
+        self.clock: Clock = clock if clock is not None else RealClock()
         self.elected = asyncio.Event()
         self.log = get_logger("pyctrl.leaderelection", lease=f"{config.namespace}/{config.name}")
         self._observed: tuple[Any, ...] | None = None
@@ -149,7 +151,7 @@ class LeaderElector:
         return the clock time the winning attempt *started* (None when stopped first)."""
         self.log.info("Attempting to acquire leader lease", identity=self.config.identity)
         while not stop.is_set():
-            started = self.clock()
+            started = self.clock.now()
             if await self.try_acquire_or_renew():
                 self.elected.set()
                 self._gauge.set(1)
@@ -157,8 +159,8 @@ class LeaderElector:
                 return started
             wait = self.config.retry_period * (1 + _JITTER_FACTOR * random.random())
             if self._expires_at is not None:
-                wait = min(wait, max(0.0, self._expires_at - self.clock()) + 0.01)
-            await _wait(stop, wait)
+                wait = min(wait, max(0.0, self._expires_at - self.clock.now()) + 0.01)
+            await _wait(stop, self.clock, wait)
         return None
 
     async def _renew(self, stop: asyncio.Event, last_renew: float) -> None:
@@ -170,9 +172,9 @@ class LeaderElector:
         cfg = self.config
         while True:
             deadline = last_renew + cfg.renew_deadline
-            if await _wait(stop, min(cfg.retry_period, max(0.0, deadline - self.clock()))):
+            if await _wait(stop, self.clock, min(cfg.retry_period, max(0.0, deadline - self.clock.now()))):
                 return
-            started = self.clock()
+            started = self.clock.now()
             ok = False
             if deadline - started > 0:
                 try:
@@ -182,7 +184,7 @@ class LeaderElector:
                     ok = False
             if ok:
                 last_renew = started
-            elif self.clock() >= deadline:
+            elif self.clock.now() >= deadline:
                 self.log.error("Failed to renew lease within the renew deadline; leadership lost")
                 raise LeaderElectionLost(
                     f"lease {cfg.namespace}/{cfg.name}: no renewal for {cfg.renew_deadline}s"
@@ -221,11 +223,11 @@ class LeaderElector:
             return False
         record = self._record(lease.spec)
         if record != self._observed:
-            self._observed, self._observed_at = record, self.clock()
+            self._observed, self._observed_at = record, self.clock.now()
         spec = lease.spec or LeaseSpec()
         holder = spec.holder_identity or ""
         duration = spec.lease_duration_seconds or round(cfg.lease_duration)
-        if holder and holder != cfg.identity and self.clock() - self._observed_at < duration:
+        if holder and holder != cfg.identity and self.clock.now() - self._observed_at < duration:
             self._expires_at = self._observed_at + duration
             return False
         transitions = spec.lease_transitions or 0
@@ -247,7 +249,7 @@ class LeaderElector:
             self.log.info("Error writing lease", error=str(exc))
             return False
         self._lease = stored
-        self._observed, self._observed_at = self._record(stored.spec), self.clock()
+        self._observed, self._observed_at = self._record(stored.spec), self.clock.now()
         return True
 
     async def release(self) -> bool:

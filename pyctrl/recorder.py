@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -30,9 +29,11 @@ from typing import Any
 
 from pyctrl import _access
 from pyctrl.client.errors import KubernetesError, NotFound
+from pyctrl.client.interfaces import Client
 from pyctrl.client.patch import PatchType, RawPatch
 from pyctrl.client.scheme import gvk_of
 from pyctrl.log import get_logger
+from pyctrl.workqueue import Clock, RealClock
 
 __all__ = ["EventBroadcaster", "EventRecorder"]
 
@@ -73,9 +74,9 @@ class EventBroadcaster:
 
     needs_leader_election = False
 
-    def __init__(self, client: Any, *, clock: Any = time.monotonic) -> None:
+    def __init__(self, client: Client, *, clock: Clock | None = None) -> None:
         self.client = client
-        self.clock = clock
+        self.clock: Clock = clock if clock is not None else RealClock()
         self.log = get_logger("pyctrl.recorder")
         self._pending: asyncio.Queue[tuple[str, dict[str, Any], str, str, str]] = asyncio.Queue(maxsize=1000)
         self._seen: OrderedDict[tuple[str, ...], _Seen] = OrderedDict()
@@ -109,7 +110,7 @@ class EventBroadcaster:
     def _aggregate(self, similar_key: tuple[str, ...], message: str) -> tuple[tuple[str, ...], str]:
         """The correlation key and message to write: the event's own until ``_SIMILAR_MAX``
         distinct messages were seen for ``similar_key`` within the window, then the combined one."""
-        now = self.clock()
+        now = self.clock.now()
         similar = self._similar.pop(similar_key, None)
         if similar is None or now - similar.at > _DEDUP_WINDOW:
             similar = _Similar(set(), now)
@@ -123,7 +124,7 @@ class EventBroadcaster:
         return similar_key, _COMBINED_PREFIX + message
 
     def _allow(self, key: tuple[str, ...]) -> bool:
-        now = self.clock()
+        now = self.clock.now()
         bucket = self._buckets.pop(key, None) or _Bucket(_BURST, now)
         bucket.tokens = min(_BURST, bucket.tokens + (now - bucket.at) / _REFILL_SECONDS)
         bucket.at = now
@@ -146,7 +147,7 @@ class EventBroadcaster:
         try:
             if (
                 seen is not None
-                and self.clock() - seen.written_at < _DEDUP_WINDOW
+                and self.clock.now() - seen.written_at < _DEDUP_WINDOW
                 and await self._bump(seen, message)
             ):
                 return
@@ -172,7 +173,7 @@ class EventBroadcaster:
         except NotFound:
             return False
         seen.count += 1
-        seen.written_at = self.clock()
+        seen.written_at = self.clock.now()
         return True
 
     async def _create(
@@ -198,7 +199,7 @@ class EventBroadcaster:
             "count": 1,
         }
         await self.client.create(event)
-        return _Seen(event["metadata"]["name"], namespace, 1, self.clock())  # type: ignore[index]
+        return _Seen(event["metadata"]["name"], namespace, 1, self.clock.now())  # type: ignore[index]
 
 
 class EventRecorder:

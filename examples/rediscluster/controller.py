@@ -28,7 +28,6 @@ cluster gives none):
 from __future__ import annotations
 
 import datetime
-from typing import Any
 
 from examples.rediscluster import metrics
 from examples.rediscluster.api import RedisCluster, RedisClusterPhase, RedisClusterStatus
@@ -55,6 +54,7 @@ from examples.rediscluster.topology import (
     switchover,
 )
 from pyctrl import Request, Result
+from pyctrl.client import Client, Reader
 from pyctrl.client.errors import NotFound
 from pyctrl.client.patch import MergeFrom
 from pyctrl.controllerutil import add_finalizer, remove_finalizer, set_controller_reference
@@ -101,8 +101,8 @@ class RedisClusterReconciler:
 
     def __init__(
         self,
-        client: Any,
-        api_reader: Any,
+        client: Client,
+        api_reader: Reader,
         recorder: EventRecorder,
         prober: HealthProber,
         *,

@@ -35,7 +35,6 @@ import asyncio
 import enum
 import logging
 import random
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +50,7 @@ from pyctrl.client.errors import (
     RequestTimeout,
 )
 from pyctrl.client.watch import INITIAL_EVENTS_END, ListerWatcher, RawEvent
+from pyctrl.workqueue import Clock, RealClock
 
 __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
@@ -119,14 +119,14 @@ class Backoff:
     cap: float = 30.0
     jitter: float = 1.0
     reset_after: float = 120.0
-    clock: Callable[[], float] = time.monotonic
+    clock: Clock = field(default_factory=RealClock)
     rand: Callable[[], float] = random.random
     _current: float = field(default=0.0, init=False)
     _last_failure: float | None = field(default=None, init=False)
 
     def next_delay(self) -> float:
         """The delay before the next attempt after a failure now."""
-        now = self.clock()
+        now = self.clock.now()
         if self._last_failure is None or now - self._last_failure > self.reset_after:
             self._current = self.initial
         else:

@@ -18,6 +18,9 @@ Guarantees:
   ``AttributeError`` and a non-``Result`` return value also count in ``reconcile_panics_total``,
   the Python analogue of a recovered Go panic);
 - ``reconciliation_timeout`` cancels a reconcile that runs too long (``reconcile_timeouts_total``);
+- requeues (``requeue_after`` and rate-limited retries) wait on ``clock`` (a
+  :class:`~pyctrl.workqueue.Clock`; the real one by default, a ``FakeClock`` in tests), the
+  queue's clock;
 - every log line of a reconcile carries controller, namespace, name, reconcile_id and *trigger*:
   what caused it (``"update Pod ns/redis-0"``, ``"requeue"`` for timed and error requeues); the
   reconciler gets the same bound logger from :func:`pyctrl.log.from_context`;
@@ -45,7 +48,7 @@ from pyctrl.handler import RequestQueue
 from pyctrl.log import Logger, bind_to_context, get_logger
 from pyctrl.reconcile import Reconciler, Request, Result, TerminalError
 from pyctrl.source import Source, SyncingSource
-from pyctrl.workqueue import RateLimiter, RateLimitingQueue, ShutDown
+from pyctrl.workqueue import Clock, RateLimiter, RateLimitingQueue, ShutDown
 
 __all__ = ["Controller", "ControllerError"]
 
@@ -115,6 +118,7 @@ class Controller:
         rate_limiter: RateLimiter[Request] | None = None,
         reconciliation_timeout: float | None = None,
         cache_sync_timeout: float = 120.0,
+        clock: Clock | None = None,
     ) -> None:
         if not name:
             raise ControllerError("a controller needs a non-empty name")
@@ -125,7 +129,7 @@ class Controller:
         self.max_concurrent_reconciles = max_concurrent_reconciles
         self.reconciliation_timeout = reconciliation_timeout
         self.cache_sync_timeout = cache_sync_timeout
-        self.queue: RateLimitingQueue[Request] = RateLimitingQueue(rate_limiter, name=name)
+        self.queue: RateLimitingQueue[Request] = RateLimitingQueue(rate_limiter, name=name, clock=clock)
         self.triggers: dict[Request, str] = {}
         self.metrics = ControllerMetrics(name)
         self.log: Logger = get_logger("pyctrl.controller", controller=name)

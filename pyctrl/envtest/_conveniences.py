@@ -84,7 +84,7 @@ class ClusterConveniences:
             try:
                 self.http.get(f"/api/v1/namespaces/{name}/serviceaccounts/default")
             except ApiError as exc:
-                if exc.status == 404:
+                if exc.code == 404:
                     return False
                 raise
             return True
@@ -96,7 +96,7 @@ class ClusterConveniences:
         try:
             self.http.request("DELETE", f"/api/v1/namespaces/{name}")
         except ApiError as exc:
-            if exc.status != 404:
+            if exc.code != 404:
                 raise
 
     def install_webhooks(

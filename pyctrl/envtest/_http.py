@@ -2,7 +2,8 @@
 
 envtest must work before (and independently of) ``pyctrl.client``: it waits for ``/readyz``,
 installs CRDs, creates namespaces. This is a thin wrapper over ``urllib`` with the admin client
-certificate; it is not a general Kubernetes client.
+certificate; it is not a general Kubernetes client. A non-2xx answer raises the client's typed
+:class:`~pyctrl.client.errors.ApiError` (``NotFound``, ``Invalid``…), with the request in a note.
 """
 
 from __future__ import annotations
@@ -17,21 +18,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pyctrl.client.errors import ApiError, api_error_from_status
+
 __all__ = ["AdminHTTP", "ApiError", "poll_until"]
 
 _ATTEMPTS = 5
 
 
-class ApiError(Exception):
-    """The apiserver answered with a non-2xx status."""
-
-    def __init__(self, method: str, path: str, status: int, body: str) -> None:
-        self.status = status
-        self.body = body
-        message = body
-        with contextlib.suppress(ValueError):
-            message = json.loads(body).get("message", body)
-        super().__init__(f"{method} {path}: HTTP {status}: {message}")
+def _api_error(method: str, path: str, code: int, body: str) -> ApiError:
+    """The client's typed error for a non-2xx answer, noting the request."""
+    status: Any = body
+    with contextlib.suppress(ValueError):
+        status = json.loads(body)
+    error = api_error_from_status(status, code)
+    error.add_note(f"{method} {path}")
+    return error
 
 
 class AdminHTTP:
@@ -62,7 +63,7 @@ class AdminHTTP:
                     raw = resp.read()
                 break
             except urllib.error.HTTPError as exc:
-                raise ApiError(method, path, exc.code, exc.read().decode(errors="replace")) from exc
+                raise _api_error(method, path, exc.code, exc.read().decode(errors="replace")) from exc
             except urllib.error.URLError as exc:
                 # Refused or reset before the request was read (an apiserver restarting or
                 # overloaded): nothing was processed, so trying again is safe.

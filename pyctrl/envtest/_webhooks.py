@@ -152,5 +152,5 @@ def uninstall_webhooks(http: AdminHTTP, options: WebhookInstallOptions) -> None:
             else:
                 http.request("DELETE", _path(kind, name))
         except ApiError as exc:
-            if exc.status != 404:
+            if exc.code != 404:
                 raise

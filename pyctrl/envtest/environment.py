@@ -338,7 +338,7 @@ class Environment(ClusterConveniences):
         try:
             node: dict[str, Any] = self.http.get(f"/api/v1/nodes/{name}")
         except ApiError as exc:
-            if exc.status == 404:
+            if exc.code == 404:
                 return None
             raise
         return node

@@ -10,6 +10,7 @@ import pytest
 from pyctrl.cache.watcher import Apply, Backoff, Delete, Init, InitDone, InitPage, Watcher, WatcherEvent
 from pyctrl.client import Expired, Gone, Invalid, TransportError
 from pyctrl.client.watch import RawEvent, RawList
+from pyctrl.workqueue import FakeClock
 from tests.cache.scripted import ScriptedLW, bookmark, obj
 
 
@@ -162,35 +163,27 @@ async def test_iterating_again_after_a_stop_resumes_the_watch_from_the_last_reso
     await second.aclose()
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_backoff_starts_at_0_8_s_doubles_to_a_30_s_cap() -> None:
-    clock = Clock()
+    clock = FakeClock()
     backoff = Backoff(clock=clock, rand=lambda: 0.0)
     delays = []
     for _ in range(8):
         delays.append(backoff.next_delay())
-        clock.now += 1
+        clock.step(1)
     assert delays == [0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30.0, 30.0]
 
 
 def test_backoff_jitter_adds_up_to_the_delay_again() -> None:
-    backoff = Backoff(clock=Clock(), rand=lambda: 0.5)
+    backoff = Backoff(clock=FakeClock(), rand=lambda: 0.5)
     assert backoff.next_delay() == pytest.approx(0.8 * 1.5)
 
 
 def test_backoff_resets_after_two_healthy_minutes() -> None:
-    clock = Clock()
+    clock = FakeClock()
     backoff = Backoff(clock=clock, rand=lambda: 0.0)
     backoff.next_delay()
     backoff.next_delay()
-    clock.now += 121
+    clock.step(121)
     assert backoff.next_delay() == 0.8
 
 

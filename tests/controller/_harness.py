@@ -1,4 +1,5 @@
-"""An in-memory controller harness: a Controller fed by a Channel source, no apiserver."""
+"""An in-memory controller harness: a Controller fed by a Channel source, no apiserver, time on a
+FakeClock (requeue delays and backoff elapse when the test steps it, never in real time)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from pyctrl.event import GenericEvent
 from pyctrl.handler import enqueue_request_for_object
 from pyctrl.reconcile import Request, Result
 from pyctrl.source import Channel
-from pyctrl.workqueue import ItemExponentialFailureRateLimiter
+from pyctrl.testing import eventually
+from pyctrl.workqueue import FakeClock, ItemExponentialFailureRateLimiter
 
 from ._util import RecordingLimiter
 
@@ -48,12 +50,29 @@ class ScriptedReconciler:
 
 class Harness:
     def __init__(
-        self, controller: Controller, events: asyncio.Queue[GenericEvent], limiter: RecordingLimiter
+        self,
+        controller: Controller,
+        events: asyncio.Queue[GenericEvent],
+        limiter: RecordingLimiter,
+        clock: FakeClock,
     ):
         self.controller = controller
         self.events = events
         self.limiter = limiter
+        self.clock = clock
         self.name = controller.name
+
+    async def step_until(self, done: Callable[[], bool], what: str, *, step: float = 1.0) -> None:
+        """Step the controller's clock ``step`` seconds at a time until ``done()`` holds: every
+        delay then elapses at once; the real time spent is only the workers' scheduling."""
+
+        def stepped() -> bool:
+            if done():
+                return True
+            self.clock.step(step)
+            return False
+
+        await eventually(stepped, within=10.0, what=what, interval=0.01)
 
     def send(self, name: str, namespace: str = "ns") -> None:
         self.events.put_nowait(GenericEvent(ConfigMap(metadata=ObjectMeta(name=name, namespace=namespace))))
@@ -67,15 +86,17 @@ class Harness:
 
 @contextlib.asynccontextmanager
 async def running_controller(reconciler: Any, **options: Any) -> AsyncIterator[Harness]:
-    """Start a controller (unique name) with a recording limiter; stop it on exit."""
+    """Start a controller (unique name) with a recording limiter and a FakeClock; stop it on exit."""
     limiter = RecordingLimiter(ItemExponentialFailureRateLimiter[Any](0.001, 1.0))
-    controller = Controller(f"test-{uuid.uuid4().hex[:8]}", reconciler, rate_limiter=limiter, **options)
+    clock = FakeClock()
+    name = f"test-{uuid.uuid4().hex[:8]}"
+    controller = Controller(name, reconciler, rate_limiter=limiter, clock=clock, **options)
     events: asyncio.Queue[GenericEvent] = asyncio.Queue()
     controller.watch(Channel(events, enqueue_request_for_object()))
     stop = asyncio.Event()
     task = asyncio.create_task(controller.start(stop))
     try:
-        yield Harness(controller, events, limiter)
+        yield Harness(controller, events, limiter, clock)
     finally:
         stop.set()
         await asyncio.wait_for(task, 10)

@@ -42,9 +42,7 @@ async def test_an_error_is_retried_with_growing_backoff_until_success_then_forgo
     rec = ScriptedReconciler({"a": fail_three_times})
     async with running_controller(rec) as h:
         h.send("a")
-        await eventually(
-            lambda: counts(h.name, "success") == 1, within=10.0, what="success after retries", interval=0.01
-        )
+        await h.step_until(lambda: counts(h.name, "success") == 1, "success after retries", step=0.001)
         assert rec.calls["a"] == 4
         assert h.delays("a") == [0.001, 0.002, 0.004]  # add_rate_limited on each error
         assert h.requeues("a") == 0  # forgotten on success
@@ -74,15 +72,19 @@ async def test_requeue_after_forgets_the_backoff_and_requeues_after_the_delay() 
     async def fail_then_requeue_after(request: Request, call: int) -> Result:
         if call == 1:
             raise RuntimeError("first")
-        return Result(requeue_after=0.02) if call == 2 else Result()
+        return Result(requeue_after=30) if call == 2 else Result()
 
     rec = ScriptedReconciler({"a": fail_then_requeue_after})
     async with running_controller(rec) as h:
         h.send("a")
-        await eventually(lambda: rec.calls["a"] == 2, within=10.0, what="second call", interval=0.01)
+        await h.step_until(lambda: rec.calls["a"] == 2, "the retry after the error", step=0.001)
         await eventually(
             lambda: h.requeues("a") == 0, within=10.0, what="forget after requeue_after", interval=0.01
         )
+        h.clock.step(29.9)
+        await let_tasks_run()
+        assert rec.calls["a"] == 2  # not before the delay has passed on the controller's clock
+        h.clock.step(0.1)
         await eventually(
             lambda: counts(h.name, "success") == 1, within=10.0, what="the timed requeue", interval=0.01
         )
@@ -98,7 +100,7 @@ async def test_requeue_true_uses_the_rate_limiter_and_counts_as_requeue() -> Non
     rec = ScriptedReconciler({"a": requeue_twice})
     async with running_controller(rec) as h:
         h.send("a")
-        await eventually(lambda: counts(h.name, "success") == 1, within=10.0, what="success", interval=0.01)
+        await h.step_until(lambda: counts(h.name, "success") == 1, "success", step=0.001)
         assert rec.calls["a"] == 3
         assert h.delays("a") == [0.001, 0.002]
         assert counts(h.name, "requeue") == 2
@@ -130,9 +132,7 @@ async def test_a_conflict_is_requeued_with_backoff_and_logged_as_info_not_error(
     caplog.set_level(logging.INFO, logger="pyctrl.controller")
     async with running_controller(rec) as h:
         h.send("a")
-        await eventually(
-            lambda: counts(h.name, "success") == 1, within=10.0, what="success after conflict", interval=0.01
-        )
+        await h.step_until(lambda: counts(h.name, "success") == 1, "success after conflict", step=0.001)
         assert h.delays("a") == [0.001]
         assert counts(h.name, "requeue") == 1
         assert errors(h.name) == 0
@@ -209,9 +209,7 @@ async def test_a_reconcile_past_the_timeout_is_cancelled_counted_and_retried() -
     rec = ScriptedReconciler({"a": hang_first})
     async with running_controller(rec, reconciliation_timeout=0.05) as h:
         h.send("a")
-        await eventually(
-            lambda: counts(h.name, "success") == 1, within=10.0, what="retry after the timeout", interval=0.01
-        )
+        await h.step_until(lambda: counts(h.name, "success") == 1, "retry after the timeout", step=0.001)
         assert cancelled.is_set()
         assert metric("controller_runtime_reconcile_timeouts_total", controller=h.name) == 1
         assert errors(h.name) == 1
@@ -233,12 +231,7 @@ async def test_programming_errors_and_wrong_return_values_count_as_panics_and_th
     async with running_controller(rec) as h:
         for n in "ktr":
             h.send(n)
-        await eventually(
-            lambda: min(rec.calls[n] for n in "ktr") >= 2,
-            within=10.0,
-            what="retries of all three",
-            interval=0.01,
-        )
+        await h.step_until(lambda: min(rec.calls[n] for n in "ktr") >= 2, "retries of all three", step=0.001)
         h.send("ok")
         await eventually(
             lambda: rec.calls["ok"] == 1, within=10.0, what="the worker still works", interval=0.01
@@ -261,7 +254,7 @@ async def test_every_log_line_of_a_reconcile_names_the_request_and_its_trigger(
     caplog.set_level(logging.DEBUG)
     async with running_controller(rec) as h:
         h.send("a")
-        await eventually(lambda: counts(h.name, "success") == 1, within=10.0, what="success", interval=0.01)
+        await h.step_until(lambda: counts(h.name, "success") == 1, "success", step=0.001)
     lines = [getattr(r, "kv", {}) | {"msg": r.getMessage()} for r in caplog.records]
     mine = [kv for kv in lines if kv.get("controller") == h.name and "reconcile_id" in kv]
     assert {kv["msg"] for kv in mine} >= {"Reconciling", "inside", "Reconciler error", "Reconcile done"}

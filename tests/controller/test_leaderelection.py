@@ -17,6 +17,7 @@ from pyctrl.client import ApiClient, Lease, load_kubeconfig
 from pyctrl.client.objects import LeaseSpec, ObjectMeta
 from pyctrl.leaderelection import LeaderElectionConfig, LeaderElectionLost, LeaderElector, default_identity
 from pyctrl.testing import eventually
+from pyctrl.workqueue import FakeClock
 
 
 def test_defaults_are_controller_runtimes() -> None:
@@ -50,14 +51,6 @@ def test_the_default_identity_is_hostname_underscore_uuid() -> None:
 def test_invalid_configurations_are_rejected_as_client_go_does(options: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         LeaderElectionConfig(**({"name": "l", "namespace": "ns"} | options))
-
-
-class ManualClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class FaultyClient:
@@ -121,12 +114,12 @@ async def test_a_held_lease_is_taken_only_after_lease_duration_on_the_observers_
 ) -> None:
     # renewTime far in the past must not matter: only the observer's clock counts (clock skew)
     await hold_lease(api, namespace, "ghost", "2000-01-01T00:00:00.000000Z")
-    clock = ManualClock()
+    clock = FakeClock(100.0)
     b = elector(api, namespace, "b", clock)
     assert not await b.try_acquire_or_renew()
-    clock.now += 3.9
+    clock.step(3.9)
     assert not await b.try_acquire_or_renew()
-    clock.now += 0.2
+    clock.step(0.2)
     assert await b.try_acquire_or_renew()
     spec = await lease_spec(api, namespace)
     assert (spec.holder_identity, spec.lease_transitions, spec.lease_duration_seconds) == ("b", 4, 4)
@@ -135,17 +128,17 @@ async def test_a_held_lease_is_taken_only_after_lease_duration_on_the_observers_
 @pytest.mark.controlplane
 async def test_a_renewal_seen_by_the_observer_restarts_its_expiry(api: ApiClient, namespace: str) -> None:
     held = await hold_lease(api, namespace, "ghost", "2000-01-01T00:00:00.000000Z")
-    clock = ManualClock()
+    clock = FakeClock(100.0)
     b = elector(api, namespace, "b", clock)
     assert not await b.try_acquire_or_renew()
-    clock.now += 3
+    clock.step(3)
     assert held.spec is not None
     held.spec.renew_time = "2000-01-01T00:00:03.000000Z"
     await api.update(held)
     assert not await b.try_acquire_or_renew()  # observes the change at t+3
-    clock.now += 3.9
+    clock.step(3.9)
     assert not await b.try_acquire_or_renew()
-    clock.now += 0.2
+    clock.step(0.2)
     assert await b.try_acquire_or_renew()
 
 
@@ -154,12 +147,12 @@ async def test_of_two_candidates_writing_the_same_observed_lease_only_one_wins(
     api: ApiClient, namespace: str
 ) -> None:
     await hold_lease(api, namespace, "ghost", "2000-01-01T00:00:00.000000Z")
-    clock = ManualClock()
+    clock = FakeClock(100.0)
     slow_client = FaultyClient(api)
     a, b = elector(api, namespace, "a", clock), elector(slow_client, namespace, "b", clock)
     assert not await a.try_acquire_or_renew()
     assert not await b.try_acquire_or_renew()
-    clock.now += 5  # expired for both
+    clock.step(5)  # expired for both
     slow_client.hold_updates = asyncio.Event()
     b_attempt = asyncio.create_task(b.try_acquire_or_renew())  # reads the lease, then is held back
     await eventually(
@@ -182,7 +175,7 @@ async def test_release_on_cancel_empties_the_holder_so_a_standby_takes_over_at_o
     stop = asyncio.Event()
     run = asyncio.create_task(a.run(stop))
     await asyncio.wait_for(a.elected.wait(), 30)
-    clock = ManualClock()
+    clock = FakeClock(100.0)
     b = elector(api, namespace, "b", clock)
     assert not await b.try_acquire_or_renew()
     stop.set()

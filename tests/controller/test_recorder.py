@@ -13,16 +13,9 @@ from pyctrl.client.gvk import GroupVersionKind
 from pyctrl.client.objects import ConfigMap, ObjectMeta
 from pyctrl.recorder import EventBroadcaster, EventRecorder
 from pyctrl.testing import Write, recording_writes
+from pyctrl.workqueue import FakeClock
 
 EVENT = GroupVersionKind("", "v1", "Event")
-
-
-class ManualClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def involved(name: str = "web") -> ConfigMap:
@@ -30,7 +23,7 @@ def involved(name: str = "web") -> ConfigMap:
 
 
 class Fixture:
-    def __init__(self, client: FakeClient, clock: ManualClock, recorder: EventRecorder, writes: list[Write]):
+    def __init__(self, client: FakeClient, clock: FakeClock, recorder: EventRecorder, writes: list[Write]):
         self.client, self.clock, self.recorder, self.writes = client, clock, recorder, writes
 
     async def flush(self, broadcaster: EventBroadcaster) -> None:
@@ -45,7 +38,7 @@ class Fixture:
 
 @pytest.fixture
 async def env() -> AsyncIterator[tuple[Fixture, Callable[[], Any]]]:
-    client, clock = FakeClient(), ManualClock()
+    client, clock = FakeClient(), FakeClock(1000.0)
     broadcaster = EventBroadcaster(client, clock=clock)
     with recording_writes(client) as writes:
         fx = Fixture(client, clock, broadcaster.new_recorder("widget-controller"), writes)
@@ -90,11 +83,11 @@ async def test_a_hot_loop_costs_at_most_the_burst_then_one_write_per_refill_peri
         fx.recorder.event(involved(), "Warning", "Failed", f"attempt {i}")
     await flush()
     assert len(fx.writes) == 25  # burst
-    fx.clock.now += 299
+    fx.clock.step(299)
     fx.recorder.event(involved(), "Warning", "Failed", "still failing")
     await flush()
     assert len(fx.writes) == 25  # less than one token refilled
-    fx.clock.now += 1
+    fx.clock.step(1)
     fx.recorder.event(involved(), "Warning", "Failed", "still failing")
     fx.recorder.event(involved(), "Warning", "Failed", "still failing")
     await flush()
@@ -122,7 +115,7 @@ async def test_similar_events_are_combined_from_the_tenth_distinct_message(
         ]
     )
     # after the window the messages count afresh
-    fx.clock.now += 601
+    fx.clock.step(601)
     fx.recorder.event(involved(), "Warning", "Failed", "attempt 12")
     await flush()
     assert ("Failed", "attempt 12", 1) in [(e["reason"], e["message"], e["count"]) for e in await fx.events()]
@@ -134,7 +127,7 @@ async def test_a_repeat_after_the_correlation_window_creates_a_new_event(
     fx, flush = env
     fx.recorder.event(involved(), "Normal", "Synced", "ok")
     await flush()
-    fx.clock.now += 601
+    fx.clock.step(601)
     fx.recorder.event(involved(), "Normal", "Synced", "ok")
     await flush()
     assert [e["count"] for e in await fx.events()] == [1, 1]

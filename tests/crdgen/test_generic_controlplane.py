@@ -76,7 +76,7 @@ def gadget_name(envtest: Environment, gadgets: str, request: pytest.FixtureReque
     try:
         envtest.http.request("DELETE", f"{gadgets}/{name}")
     except ApiError as exc:
-        if exc.status != 404:
+        if exc.code != 404:
             raise
 
 
@@ -150,7 +150,7 @@ def test_constraint_violations_are_rejected_with_422_naming_the_field(
 ) -> None:
     with pytest.raises(ApiError) as err:
         post(envtest, gadgets, "bad", spec)
-    assert err.value.status == 422
+    assert err.value.code == 422
     assert field in str(err.value)
 
 

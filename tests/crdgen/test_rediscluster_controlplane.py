@@ -84,7 +84,7 @@ def test_invalid_spec_is_rejected_by_the_apiserver_and_the_model(
 ) -> None:
     with pytest.raises(ApiError) as err:
         create(envtest, namespace, "bad", spec)
-    assert err.value.status == 422
+    assert err.value.code == 422
     assert field in str(err.value)
     with pytest.raises(ValidationError) as invalid:
         RedisClusterSpec.model_validate(spec)
@@ -166,7 +166,7 @@ def test_status_subresource_separates_spec_and_status_writes(envtest: Environmen
     bad = {**written, "status": {**written["status"], "phase": "Exploded"}}
     with pytest.raises(ApiError) as err:
         envtest.http.request("PUT", f"{base(namespace)}/st/status", bad)
-    assert err.value.status == 422
+    assert err.value.code == 422
     assert "status.phase" in str(err.value)
 
 
@@ -177,7 +177,7 @@ def test_conditions_are_a_map_keyed_by_type(envtest: Environment, namespace: str
     twice = {"status": {"conditions": [condition, {**condition, "status": "False"}]}}
     with pytest.raises(ApiError) as err:
         envtest.http.request("PATCH", path, twice, content_type="application/merge-patch+json")
-    assert err.value.status == 422
+    assert err.value.code == 422
     assert "status.conditions" in str(err.value)
     once = {"status": {"conditions": [condition]}}
     written = envtest.http.request("PATCH", path, once, content_type="application/merge-patch+json")

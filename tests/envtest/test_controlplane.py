@@ -146,7 +146,7 @@ def test_crd_from_directory_is_established_and_enforces_its_schema(
     bad = {**ok, "metadata": {"name": "too-big"}, "spec": {"size": 9}}
     with pytest.raises(ApiError) as err:
         envtest.http.request("POST", base, bad)
-    assert err.value.status == 422
+    assert err.value.code == 422
     assert "spec.size" in str(err.value)
 
 

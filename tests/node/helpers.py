@@ -93,7 +93,7 @@ async def get_pod(kube: Kube, namespace: str, name: str) -> dict[str, Any] | Non
     try:
         return await kube.get(f"/api/v1/namespaces/{namespace}/pods/{name}")
     except ApiError as exc:
-        if exc.status == 404:
+        if exc.code == 404:
             return None
         raise
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from pyctrl.envtest.node.envvars import (
-    ConfigError,
+    ContainerConfigError,
     PodFacts,
     build_env,
     decode_data,
@@ -71,7 +71,7 @@ def test_downward_api_field_paths() -> None:
     assert field_value("metadata.labels['tier']", FACTS) == "front"
     assert field_value("metadata.annotations['note']", FACTS) == "hi"
     assert field_value("metadata.labels", FACTS) == 'app="web"\ntier="front"'
-    with pytest.raises(ConfigError, match="unsupported fieldRef"):
+    with pytest.raises(ContainerConfigError, match="unsupported fieldRef"):
         field_value("spec.containers", FACTS)
 
 
@@ -119,10 +119,10 @@ async def test_env_from_adds_every_key_with_its_prefix_and_env_wins() -> None:
 
 async def test_a_missing_required_reference_is_a_config_error_and_an_optional_one_is_skipped() -> None:
     missing_map = {"env": [{"name": "X", "valueFrom": {"configMapKeyRef": {"name": "nope", "key": "k"}}}]}
-    with pytest.raises(ConfigError, match='configmap "nope" not found'):
+    with pytest.raises(ContainerConfigError, match='configmap "nope" not found'):
         await build_env(missing_map, FACTS, lookup)
     missing_key = {"env": [{"name": "X", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "nope"}}}]}
-    with pytest.raises(ConfigError, match="couldn't find key nope"):
+    with pytest.raises(ContainerConfigError, match="couldn't find key nope"):
         await build_env(missing_key, FACTS, lookup)
     optional = {
         "env": [

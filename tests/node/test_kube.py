@@ -15,7 +15,8 @@ import pytest
 from aiohttp import web
 from kubernetes_asyncio.client import ApiClient, Configuration
 
-from pyctrl.envtest.node.kube import ApiError, Informer, Kube
+from pyctrl.client.errors import ApiError, api_error_from_status
+from pyctrl.envtest.node.kube import Informer, Kube
 from tests.node.helpers import read
 
 
@@ -74,7 +75,7 @@ async def test_the_informer_rewatches_from_the_last_version_and_relists_on_410_w
                 {"type": "MODIFIED", "object": obj("a", "5", "a1'")},
                 {"type": "BOOKMARK", "object": obj("", "6")},
             ],
-            ApiError(410, "too old resource version"),
+            api_error_from_status({"code": 410, "reason": "Expired", "message": "too old resource version"}),
         ],
     )
     seen = await run_informer(kube)
@@ -101,7 +102,7 @@ async def test_a_watch_deletion_is_delivered_with_the_last_known_object() -> Non
 async def test_the_transport_reports_api_errors_and_streams_watch_events(kube: Kube, namespace: str) -> None:
     with pytest.raises(ApiError) as missing:
         await kube.get(f"/api/v1/namespaces/{namespace}/configmaps/absent")
-    assert missing.value.status == 404
+    assert missing.value.code == 404
     assert 'configmaps "absent" not found' in missing.value.message
     path = f"/api/v1/namespaces/{namespace}/configmaps"
     version = (await kube.get(path))["metadata"]["resourceVersion"]
@@ -151,7 +152,7 @@ async def test_a_watch_error_event_is_raised_as_an_api_error_with_its_code(fake_
     with pytest.raises(ApiError) as gone:
         await consume()
     assert seen == ["x"]
-    assert (gone.value.status, gone.value.reason) == (410, "Expired")
+    assert (gone.value.code, gone.value.reason) == (410, "Expired")
 
 
 def rewrite(path: Path, text: str) -> None:

@@ -142,7 +142,7 @@ async def extra_node_pod(
             try:
                 await kube.request("DELETE", path, body=body)
             except ApiError as exc:
-                if exc.status != 404:
+                if exc.code != 404:
                     raise
 
 

@@ -369,7 +369,7 @@ async def test_a_claim_gets_a_local_volume_whose_data_is_removed_with_the_claim(
         try:
             await kube.get(f"/api/v1/persistentvolumes/{volume_name}")
         except ApiError as exc:
-            return exc.status == 404
+            return exc.code == 404
         return False
 
     await eventually(volume_gone, within=60, what="the volume deleted", interval=0.1)

@@ -52,7 +52,7 @@ def admin_create(envtest: Environment, path: str, body: dict[str, Any]) -> None:
     try:
         envtest.http.request("POST", path, body)
     except ApiError as exc:
-        if exc.status != 409:
+        if exc.code != 409:
             raise
 
 

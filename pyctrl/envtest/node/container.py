@@ -36,7 +36,7 @@ from functools import partial
 from typing import Any, Protocol
 
 from pyctrl.envtest.node import logs
-from pyctrl.envtest.node.envvars import ConfigError, expand, static_env
+from pyctrl.envtest.node.envvars import ContainerConfigError, expand, static_env
 from pyctrl.envtest.node.images import ImageNotMapped, StartError
 from pyctrl.envtest.node.probes import ProbeContext, ProbeResult, ProbeSpec, ProbeTracker, check, run_handler
 from pyctrl.envtest.node.runtime import ContainerProcess, Launch, exec_in, spawn_in, start_container
@@ -156,7 +156,7 @@ class Container:
                 self._set({"waiting": {"reason": "ImageNotMapped", "message": str(exc)}})
                 await self._stopping.wait()
                 return None
-            except ConfigError as exc:
+            except ContainerConfigError as exc:
                 await self._retry_creation("CreateContainerConfigError", str(exc))
                 continue
             except StartError as exc:

@@ -13,7 +13,7 @@ Guarantees:
   when none is set, as the kubelet does;
 - ``static_env`` is the kubelet's ``ExpandContainerCommandOnlyStatic`` environment: exec probes and
   hooks expand ``$(VAR)`` only with literal ``value`` entries (not valueFrom);
-- a missing ConfigMap, Secret or key that is not ``optional`` raises ``ConfigError`` (the kubelet's
+- a missing ConfigMap, Secret or key that is not ``optional`` raises ``ContainerConfigError`` (the kubelet's
   ``CreateContainerConfigError``); an optional one is skipped.
 """
 
@@ -28,7 +28,7 @@ from decimal import Decimal
 from typing import Any
 
 __all__ = [
-    "ConfigError",
+    "ContainerConfigError",
     "PodFacts",
     "build_env",
     "decode_data",
@@ -62,7 +62,7 @@ _SUFFIXES: dict[str, int | Decimal] = {
 }
 
 
-class ConfigError(Exception):
+class ContainerConfigError(Exception):
     """A referenced ConfigMap, Secret, key or field does not exist (CreateContainerConfigError)."""
 
 
@@ -108,7 +108,7 @@ def parse_quantity(value: str) -> Decimal:
     """A Kubernetes resource quantity (``500m``, ``1Gi``, ``2e3``) as a number."""
     match = re.fullmatch(r"([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?", value)
     if match is None:
-        raise ConfigError(f"invalid quantity {value!r}")
+        raise ContainerConfigError(f"invalid quantity {value!r}")
     return Decimal(match.group(1)) * Decimal(_SUFFIXES[match.group(2) or ""])
 
 
@@ -117,7 +117,7 @@ def resource_value(container: Mapping[str, Any], ref: Mapping[str, Any], facts: 
     resource = str(ref.get("resource", ""))
     kind, _, name = resource.partition(".")
     if kind not in ("limits", "requests") or not name:
-        raise ConfigError(f"unsupported resourceFieldRef resource {resource!r}")
+        raise ContainerConfigError(f"unsupported resourceFieldRef resource {resource!r}")
     resources = container.get("resources") or {}
     raw = (resources.get(kind) or {}).get(name)
     if raw is None and kind == "requests":
@@ -125,7 +125,7 @@ def resource_value(container: Mapping[str, Any], ref: Mapping[str, Any], facts: 
     if raw is None:
         raw = facts.node_capacity.get(name)
     if raw is None:
-        raise ConfigError(f"resource {name!r} is unknown on this node")
+        raise ContainerConfigError(f"resource {name!r} is unknown on this node")
     divisor = parse_quantity(str(ref.get("divisor") or "1")) or Decimal(1)
     return str(math.ceil(parse_quantity(str(raw)) / divisor))
 
@@ -162,7 +162,7 @@ def field_value(path: str, facts: PodFacts) -> str:
     if path in ("metadata.labels", "metadata.annotations"):
         items = sorted((meta.get(path.split(".")[1]) or {}).items())
         return "\n".join(f'{k}="{v}"' for k, v in items)
-    raise ConfigError(f"unsupported fieldRef fieldPath {path!r}")
+    raise ContainerConfigError(f"unsupported fieldRef fieldPath {path!r}")
 
 
 async def _key_ref(ref: Mapping[str, Any], kind: str, namespace: str, lookup: SourceLookup) -> str | None:
@@ -171,11 +171,11 @@ async def _key_ref(ref: Mapping[str, Any], kind: str, namespace: str, lookup: So
     if data is None:
         if optional:
             return None
-        raise ConfigError(f'{kind.lower()} "{name}" not found')
+        raise ContainerConfigError(f'{kind.lower()} "{name}" not found')
     if key not in data:
         if optional:
             return None
-        raise ConfigError(f"couldn't find key {key} in {kind} {namespace}/{name}")
+        raise ContainerConfigError(f"couldn't find key {key} in {kind} {namespace}/{name}")
     return data[key].decode(errors="replace")
 
 
@@ -201,7 +201,7 @@ async def build_env(
         if data is None:
             if ref.get("optional"):
                 continue
-            raise ConfigError(f'{kind.lower()} "{ref.get("name", "")}" not found')
+            raise ContainerConfigError(f'{kind.lower()} "{ref.get("name", "")}" not found')
         env.update({prefix + k: v.decode(errors="replace") for k, v in data.items()})
     for item in container.get("env") or []:
         name = item["name"]
@@ -219,7 +219,7 @@ async def build_env(
         elif "secretKeyRef" in source:
             value = await _key_ref(source["secretKeyRef"], "Secret", namespace, lookup)
         else:
-            raise ConfigError(f"env {name}: unsupported valueFrom {sorted(source)}")
+            raise ContainerConfigError(f"env {name}: unsupported valueFrom {sorted(source)}")
         if value is not None:
             env[name] = value
     return env

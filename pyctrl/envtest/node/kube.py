@@ -4,8 +4,10 @@ The node deliberately does not use ``pyctrl.client``: the test infrastructure st
 the code under test. Objects are plain JSON dicts (as the apiserver sends them).
 
 Guarantees:
-- ``request`` returns the decoded JSON body of a 2xx answer and raises ``ApiError`` (with the HTTP
-  status and the apiserver's message) otherwise; connection errors propagate as ``OSError`` /
+- ``request`` returns the decoded JSON body of a 2xx answer and raises the client's typed
+  :class:`~pyctrl.client.errors.ApiError` (``NotFound``, ``Conflict``…: ``code``, ``reason`` and
+  the apiserver's ``message``; the only module of ``pyctrl.client`` the node uses) otherwise;
+  connection errors propagate as ``OSError`` /
   ``aiohttp.ClientError``;
 - ``watch`` yields each event (``{"type", "object"}``) of one watch request until the server ends it;
   an ``ERROR`` event is raised as ``ApiError`` with its code (410 when the resourceVersion is too old);
@@ -29,6 +31,8 @@ from typing import Any
 import aiohttp
 from kubernetes_asyncio.config import new_client_from_config
 
+from pyctrl.client.errors import ApiError, api_error_from_status
+
 __all__ = ["ApiError", "Informer", "Kube"]
 
 log = logging.getLogger(__name__)
@@ -36,10 +40,9 @@ log = logging.getLogger(__name__)
 MERGE_PATCH = "application/merge-patch+json"
 
 
-class ApiError(Exception):
-    def __init__(self, status: int, message: str, reason: str = "") -> None:
-        super().__init__(f"HTTP {status}: {message}")
-        self.status, self.message, self.reason = status, message, reason
+def _api_error(code: int, message: str, reason: str = "") -> ApiError:
+    """The client's typed error (``NotFound``, ``Conflict``…) for a failure the apiserver sent."""
+    return api_error_from_status({"kind": "Status", "code": code, "message": message, "reason": reason}, code)
 
 
 class Kube:
@@ -104,9 +107,9 @@ class Kube:
             resp.release()
             try:
                 decoded = json.loads(text)
-                raise ApiError(resp.status, decoded.get("message", text), decoded.get("reason", ""))
+                raise _api_error(resp.status, decoded.get("message", text), decoded.get("reason", ""))
             except ValueError:
-                raise ApiError(resp.status, text) from None
+                raise _api_error(resp.status, text) from None
         return resp
 
     async def request(
@@ -154,7 +157,7 @@ class Kube:
                     event: dict[str, Any] = json.loads(line)
                     if event.get("type") == "ERROR":
                         status = event.get("object", {})
-                        raise ApiError(
+                        raise _api_error(
                             int(status.get("code", 500)), status.get("message", ""), status.get("reason", "")
                         )
                     yield event
@@ -225,7 +228,7 @@ class Informer:
                         self._apply(old, obj)
                 delay = 0.8
             except ApiError as exc:
-                if exc.status == 410:
+                if exc.code == 410:
                     version = None
                     continue
                 log.warning("watch %s: %s; retrying in %.1fs", self.path, exc, delay)

@@ -163,7 +163,7 @@ class NodeStatus:
         try:
             node = await self.kube.request("POST", "/api/v1/nodes", body=body)
         except ApiError as exc:
-            if exc.status != 409:
+            if exc.code != 409:
                 raise
             node = await self.kube.patch(f"/api/v1/nodes/{self.name}", {"metadata": {"labels": self.labels}})
         self.uid = node["metadata"]["uid"]
@@ -185,7 +185,7 @@ class NodeStatus:
         try:
             await self.kube.patch(f"{path}/{self.name}", {"spec": spec})
         except ApiError as exc:
-            if exc.status != 404:
+            if exc.code != 404:
                 raise
             owner = {"apiVersion": "v1", "kind": "Node", "name": self.name, "uid": self.uid}
             body = {

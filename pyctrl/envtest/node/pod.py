@@ -218,7 +218,7 @@ class PodWorker:
         try:
             obj = await self.ctx.kube.get(f"/api/v1/namespaces/{namespace}/{plural}/{name}")
         except ApiError as exc:
-            if exc.status == 404:
+            if exc.code == 404:
                 return None
             raise
         return decode_data(obj, kind)
@@ -269,7 +269,7 @@ class PodWorker:
                 self._written = status
                 return True
             except ApiError as exc:
-                if exc.status in (404, 409, 422):  # gone, or replaced by a Pod of the same name
+                if exc.code in (404, 409, 422):  # gone, or replaced by a Pod of the same name
                     return True
                 log.warning("pod %s/%s: writing status failed: %s", self.namespace, self.name, exc)
             except (OSError, TimeoutError) as exc:
@@ -396,7 +396,7 @@ class PodWorker:
                 log.info("pod %s/%s: deleted", self.namespace, self.name)
                 return
             except ApiError as exc:
-                if exc.status in (404, 409):  # gone already, or replaced by a Pod of the same name
+                if exc.code in (404, 409):  # gone already, or replaced by a Pod of the same name
                     return
                 log.warning("pod %s/%s: delete failed: %s", self.namespace, self.name, exc)
             except (OSError, TimeoutError) as exc:

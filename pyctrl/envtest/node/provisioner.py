@@ -145,7 +145,7 @@ class Provisioner:
             await self.kube.request("POST", "/api/v1/persistentvolumes", body=volume)
             log.info("provisioned %s for claim %s/%s", name, meta["namespace"], meta["name"])
         except ApiError as exc:
-            if exc.status != 409:
+            if exc.code != 409:
                 log.warning(
                     "provisioning %s for %s/%s failed: %s", name, meta["namespace"], meta["name"], exc
                 )
@@ -160,7 +160,7 @@ class Provisioner:
             await self.kube.request("DELETE", f"/api/v1/persistentvolumes/{name}")
             log.info("deleted released volume %s", name)
         except ApiError as exc:
-            if exc.status != 404:
+            if exc.code != 404:
                 log.warning("deleting released volume %s failed: %s", name, exc)
         except (OSError, TimeoutError) as exc:
             log.warning("deleting released volume %s failed: %s", name, exc)

@@ -29,7 +29,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from pyctrl.envtest.node.envvars import ConfigError, PodFacts, SourceLookup, field_value, resource_value
+from pyctrl.envtest.node.envvars import (
+    ContainerConfigError,
+    PodFacts,
+    SourceLookup,
+    field_value,
+    resource_value,
+)
 
 __all__ = ["VolumeContext", "VolumeNotReady", "prepare_volumes", "remove_pod_volumes"]
 
@@ -111,7 +117,7 @@ def _downward_files(
             else:
                 ref = item.get("resourceFieldRef", {})
                 value = resource_value(containers.get(ref.get("containerName", ""), {}), ref, ctx.facts)
-        except ConfigError as exc:
+        except ContainerConfigError as exc:
             raise VolumeNotReady(str(exc)) from exc
         files[item["path"]] = (value.encode(), int(item.get("mode", default_mode)))
     return files

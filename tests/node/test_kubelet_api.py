@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import queue
+import shlex
 import ssl
 import subprocess
 import threading
@@ -132,6 +133,25 @@ def test_kubectl_exec_runs_in_the_container_with_its_environment_stdin_and_exit_
     missing = kubectl(envtest, "exec", "-n", namespace, talker, "-c", "main", "--", "no-such-program")
     assert missing.returncode == 127
     assert "no-such-program" in missing.stderr
+
+
+def test_kubectl_exec_with_a_terminal(envtest: Environment, namespace: str, talker: str) -> None:
+    assert envtest.bin_dir is not None
+    argv = [str(envtest.bin_dir / "kubectl"), f"--kubeconfig={envtest.kubeconfig_path}"]
+    argv += ["exec", "-it", "-n", namespace, talker, "-c", "main", "--"]
+    argv += ["sh", "-c", 'tty; echo "TERM=$TERM"; exit 7']
+    # kubectl asks for a terminal only when its own stdin is one: script(1) gives it a pty.
+    done = subprocess.run(
+        ["script", "-qec", shlex.join(argv), "/dev/null"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 7, done.stdout + done.stderr
+    assert "/dev/pts/" in done.stdout  # the command's stdin is a terminal
+    assert "TERM=xterm" in done.stdout
 
 
 def _kubelet_url(envtest: Environment, path: str) -> str:

@@ -125,11 +125,15 @@ class Container:
         """True while an instance of the container runs."""
         return self.process is not None and self.process.returncode is None
 
-    async def spawn(self, argv: list[str], *, stdin: bool) -> asyncio.subprocess.Process:
-        """Start ``argv`` in the running container with its environment (``kubectl exec``)."""
+    async def spawn(
+        self, argv: list[str], *, stdin: bool, terminal: int | None = None
+    ) -> asyncio.subprocess.Process:
+        """Start ``argv`` in the running container with its environment (``kubectl exec``), on
+        ``terminal`` (a pty) when given."""
         if self.process is None or not self.running():
             raise RuntimeError(f"container {self.name} is not running")
-        return await spawn_in(self.process.pid, argv, self._env, stdin=stdin, merge_stderr=False)
+        env = dict(self._env, TERM=self._env.get("TERM", "xterm")) if terminal is not None else self._env
+        return await spawn_in(self.process.pid, argv, env, stdin=stdin, merge_stderr=False, terminal=terminal)
 
     def _set(self, state: dict[str, Any], *, ready: bool | None = None) -> None:
         self.state = state

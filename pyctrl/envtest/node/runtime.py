@@ -43,6 +43,7 @@ __all__ = [
 
 _SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
 _NSENTER = shutil.which("nsenter") or "/usr/bin/nsenter"
+_SETSID = shutil.which("setsid") or "/usr/bin/setsid"
 _HOST_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
 
 
@@ -166,11 +167,41 @@ async def start_container(launch: Launch) -> ContainerProcess:
 
 
 async def spawn_in(
-    pid: int, argv: list[str], env: dict[str, str], *, stdin: bool, merge_stderr: bool
+    pid: int,
+    argv: list[str],
+    env: dict[str, str],
+    *,
+    stdin: bool,
+    merge_stderr: bool,
+    terminal: int | None = None,
 ) -> asyncio.subprocess.Process:
     """Start ``argv`` inside container ``pid`` (its own process group, dying with the node), with
-    stdout and stderr piped (``merge_stderr``: both into stdout) and stdin piped or empty."""
+    stdout and stderr piped (``merge_stderr``: both into stdout) and stdin piped or empty; or, with
+    ``terminal`` (a pty's follower end), all three on that terminal, its controlling one."""
+    if terminal is not None:
+        # setsid(1) -c: a new session (not being a group leader, it does not fork) whose
+        # controlling terminal is its stdin, the pty; its pid is the group's, as kill_group wants.
+        return await asyncio.create_subprocess_exec(
+            _SETSID,
+            "--ctty",
+            *_in_container(pid, argv),
+            stdin=terminal,
+            stdout=terminal,
+            stderr=terminal,
+            env=env,
+        )
     return await asyncio.create_subprocess_exec(
+        *_in_container(pid, argv),
+        stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT if merge_stderr else asyncio.subprocess.PIPE,
+        start_new_session=True,
+        env=env,
+    )
+
+
+def _in_container(pid: int, argv: list[str]) -> list[str]:
+    return [
         _SETPRIV,
         "--pdeathsig",
         "KILL",
@@ -183,12 +214,7 @@ async def spawn_in(
         "--wd",
         "--",
         *argv,
-        stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT if merge_stderr else asyncio.subprocess.PIPE,
-        start_new_session=True,
-        env=env,
-    )
+    ]
 
 
 def kill_group(pid: int) -> None:

@@ -15,17 +15,24 @@ Guarantees:
   working directory and environment) with stdin piped only when asked;
 - when it ends, channel 3 carries a ``metav1.Status``: ``Success``, or ``Failure`` with reason
   ``NonZeroExitCode`` and the exit code as the ``ExitCode`` cause — kubectl exits with that code;
+- ``tty``: the command runs on a new pseudo-terminal (its controlling terminal, ``TERM=xterm``
+  unless the container sets it), stdout carries what it writes there, resize frames set its size;
 - a client that goes away kills the command (its whole process group); a command that cannot be
-  started, a container that is not running and ``tty`` (no terminals here) are reported as a
-  ``Failure`` status with the reason.
+  started or a container that is not running is reported as a ``Failure`` status with the
+  reason.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import logging
+import os
+import struct
+import termios
+from collections.abc import Coroutine
 from typing import Any, Protocol
 
 from aiohttp import WSMsgType, web
@@ -44,7 +51,9 @@ _CLOSE = 255
 class ExecTarget(Protocol):
     name: str
 
-    async def spawn(self, argv: list[str], *, stdin: bool) -> asyncio.subprocess.Process: ...
+    async def spawn(
+        self, argv: list[str], *, stdin: bool, terminal: int | None = None
+    ) -> asyncio.subprocess.Process: ...
 
 
 def _flag(request: web.Request, name: str, alias: str) -> bool:
@@ -80,24 +89,94 @@ class _Session:
         """Send what the command writes on ``stream`` (read and dropped when not ``wanted``)."""
         if stream is None:
             return
-        while chunk := await stream.read(32 * 1024):
+        while True:
+            try:
+                chunk = await stream.read(32 * 1024)
+            except OSError:  # a terminal whose last holder closed it (EIO)
+                return
+            if not chunk:
+                return
             if wanted:
                 await self.send(channel, chunk)
 
-    async def feed(self, stdin: asyncio.StreamWriter | None) -> None:
-        """Client frames to the command's stdin until the client half-closes it or goes away."""
+    async def feed(self, stdin: Input) -> None:
+        """Client frames to the command's stdin (and terminal size) until the client half-closes
+        stdin or goes away."""
         async for msg in self.ws:
             if msg.type != WSMsgType.BINARY or not msg.data:
                 continue
             data: bytes = msg.data
-            if data[0] == _CLOSE and data[1:] == bytes([STDIN]) and stdin is not None:
+            if data[0] == _CLOSE and data[1:] == bytes([STDIN]):
                 stdin.close()
-                stdin = None
-            elif data[0] == STDIN and stdin is not None:
-                stdin.write(data[1:])
-                await stdin.drain()
-        if stdin is not None:
-            stdin.close()
+            elif data[0] == STDIN:
+                await stdin.write(data[1:])
+            elif data[0] == RESIZE:
+                with contextlib.suppress(ValueError, KeyError, TypeError):
+                    size = json.loads(data[1:])
+                    stdin.resize(int(size["Width"]), int(size["Height"]))
+        stdin.close()
+
+
+class Input:
+    """The command's stdin: a pipe, or the leader end of its terminal (which also has a size)."""
+
+    def __init__(self, pipe: asyncio.StreamWriter | None = None, terminal: int | None = None) -> None:
+        self.pipe, self.terminal = pipe, terminal
+
+    async def write(self, data: bytes) -> None:
+        if self.pipe is not None and not self.pipe.is_closing():
+            self.pipe.write(data)
+            await self.pipe.drain()
+        elif self.terminal is not None:
+            await asyncio.to_thread(os.write, self.terminal, data)
+
+    def resize(self, width: int, height: int) -> None:
+        if self.terminal is not None:
+            fcntl.ioctl(self.terminal, termios.TIOCSWINSZ, struct.pack("HHHH", height, width, 0, 0))
+
+    def close(self) -> None:
+        """End of input: the pipe is closed (a terminal has no end of its own: EOF is a ^D)."""
+        if self.pipe is not None and not self.pipe.is_closing():
+            self.pipe.close()
+
+    def release(self) -> None:
+        """Close the terminal's leader end once the command is gone."""
+        if self.terminal is not None:
+            os.close(self.terminal)
+            self.terminal = None
+
+
+async def _terminal_reader(leader: int) -> asyncio.StreamReader:
+    """A reader of what the command writes to its terminal (EIO once it closed: the end)."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(leader, "rb", 0))
+    return reader
+
+
+async def _spawn(
+    request: web.Request, target: ExecTarget, session: _Session, argv: list[str]
+) -> tuple[asyncio.subprocess.Process, Input, list[Coroutine[Any, Any, None]]]:
+    """Start the command with a terminal (``tty``) or pipes: (process, its stdin, output pumps)."""
+    if not argv:
+        raise RuntimeError("no command given")
+    if not _flag(request, "tty", "tty"):
+        proc = await target.spawn(argv, stdin=_flag(request, "input", "stdin"))
+        pumps = [
+            session.pump(STDOUT, proc.stdout, _flag(request, "output", "stdout")),
+            session.pump(STDERR, proc.stderr, _flag(request, "error", "stderr")),
+        ]
+        return proc, Input(pipe=proc.stdin), pumps
+    leader, follower = os.openpty()
+    try:
+        proc = await target.spawn(argv, stdin=True, terminal=follower)
+        reader = await _terminal_reader(os.dup(leader))
+    except BaseException:
+        os.close(leader)
+        raise
+    finally:
+        os.close(follower)  # the command holds its own copy
+    return proc, Input(terminal=leader), [session.pump(STDOUT, reader, True)]
 
 
 async def serve_exec(request: web.Request, target: ExecTarget) -> web.WebSocketResponse:
@@ -107,22 +186,15 @@ async def serve_exec(request: web.Request, target: ExecTarget) -> web.WebSocketR
     session = _Session(ws)
     argv = request.query.getall("command", [])
     try:
-        if _flag(request, "tty", "tty"):
-            raise RuntimeError("a terminal (tty) is not supported by the local node; exec without -t")
-        if not argv:
-            raise RuntimeError("no command given")
-        proc = await target.spawn(argv, stdin=_flag(request, "input", "stdin"))
+        proc, stdin, outputs = await _spawn(request, target, session, argv)
     except (RuntimeError, OSError) as exc:
         await session.send(ERROR, json.dumps(_status(None, str(exc))).encode())
         await ws.close()
         return ws
     log.info("exec in container %s: %s (pid %d)", target.name, argv, proc.pid)
-    feeding = asyncio.create_task(session.feed(proc.stdin))
+    feeding = asyncio.create_task(session.feed(stdin))
     try:
-        output: asyncio.Future[Any] = asyncio.gather(
-            session.pump(STDOUT, proc.stdout, _flag(request, "output", "stdout")),
-            session.pump(STDERR, proc.stderr, _flag(request, "error", "stderr")),
-        )
+        output: asyncio.Future[Any] = asyncio.gather(*outputs)
         done, _ = await asyncio.wait([output, feeding], return_when=asyncio.FIRST_COMPLETED)
         if output not in done:  # the client went away first
             kill_group(proc.pid)
@@ -141,4 +213,5 @@ async def serve_exec(request: web.Request, target: ExecTarget) -> web.WebSocketR
             await feeding
         with contextlib.suppress(ProcessLookupError):
             await proc.wait()
+        stdin.release()
     return ws

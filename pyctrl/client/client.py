@@ -18,19 +18,16 @@ Guarantees:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any, Unpack, overload
+from typing import Any
 
 from pyctrl.client.config import Config
 from pyctrl.client.gvk import GroupVersionKind
 from pyctrl.client.interfaces import (
     GetOptions,
-    ListKwargs,
     ListOptions,
     ObjectList,
     ObjT,
     ReaderBase,
-    T,
     WriterBase,
     stored,
 )
@@ -52,27 +49,21 @@ from pyctrl.client.subresource import (
     SubResourceClientImpl,
     name_ns,
 )
-from pyctrl.client.watch import RESTListerWatcher, WatchEvent
+from pyctrl.client.watch import RESTListerWatcher, WatchBase, with_type_meta
 
 __all__ = ["ApiClient"]
 
 _JSON = "application/json"
 
 
-def _with_type_meta(item: dict[str, Any], gvk: GroupVersionKind) -> dict[str, Any]:
-    item.setdefault("apiVersion", gvk.api_version)
-    item.setdefault("kind", gvk.kind)
-    return item
-
-
 def decode_list_items(kind: Kind, items: list[dict[str, Any]]) -> list[Any]:
     """Decode raw list items into ``kind`` (unstructured items get their TypeMeta back)."""
     if isinstance(kind, GroupVersionKind):
-        return [_with_type_meta(i, kind) for i in items]
+        return [with_type_meta(i, kind) for i in items]
     return [kind.model_validate(i) for i in items]
 
 
-class ApiClient(ReaderBase, WriterBase):
+class ApiClient(ReaderBase, WriterBase, WatchBase):
     """A :class:`~pyctrl.client.interfaces.Client` that talks to the apiserver directly.
 
     Use as ``async with ApiClient(await load_config()) as client: ...`` (or call :meth:`close`).
@@ -170,37 +161,3 @@ class ApiClient(ReaderBase, WriterBase):
         """The raw list/watch source of ``kind`` for an informer."""
         _, path = await self._collection(kind, options)
         return RESTListerWatcher(self.rest, path, options)
-
-    @overload
-    def watch(
-        self,
-        kind: type[T],
-        *,
-        resource_version: str = "",
-        timeout_seconds: int = 300,
-        **options: Unpack[ListKwargs],
-    ) -> AsyncIterator[WatchEvent[T]]: ...
-    @overload
-    def watch(
-        self,
-        kind: GroupVersionKind,
-        *,
-        resource_version: str = "",
-        timeout_seconds: int = 300,
-        **options: Unpack[ListKwargs],
-    ) -> AsyncIterator[WatchEvent[dict[str, Any]]]: ...
-    async def watch(
-        self,
-        kind: Kind,
-        *,
-        resource_version: str = "",
-        timeout_seconds: int = 300,
-        **options: Unpack[ListKwargs],
-    ) -> AsyncIterator[WatchEvent[Any]]:
-        """Watch ``kind`` from ``resource_version`` (``list`` keyword filters apply); bookmarks included.
-
-        The stream ends when the server closes it (``timeout_seconds``); errors are raised.
-        """
-        lw = await self.list_watcher(kind, ListOptions.build(**options))
-        async for event in lw.watch(resource_version=resource_version, timeout_seconds=timeout_seconds):
-            yield WatchEvent(event.type, decode(kind, _with_type_meta(event.object, kind_gvk(kind))))

@@ -18,15 +18,19 @@ Guarantees:
 from __future__ import annotations
 
 import contextlib
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar, Unpack, overload
 
 import orjson
 
 from pyctrl.client.errors import TransportError, api_error_from_status
-from pyctrl.client.options import ListOptions
+from pyctrl.client.gvk import GroupVersionKind
+from pyctrl.client.objects import KubeObject
+from pyctrl.client.options import ListKwargs, ListOptions
 from pyctrl.client.rest import Transport
+from pyctrl.client.scheme import Kind, decode, kind_gvk
 
 __all__ = [
     "INITIAL_EVENTS_END",
@@ -35,6 +39,7 @@ __all__ = [
     "RESTListerWatcher",
     "RawEvent",
     "RawList",
+    "WatchBase",
     "WatchEvent",
     "parse_event",
 ]
@@ -133,3 +138,54 @@ class RESTListerWatcher:
         async with contextlib.aclosing(lines):  # an error event must close the HTTP stream at once
             async for line in lines:
                 yield parse_event(line)
+
+
+def with_type_meta(item: dict[str, Any], gvk: GroupVersionKind) -> dict[str, Any]:
+    """``item`` with its ``apiVersion``/``kind`` (the apiserver leaves them out of list items)."""
+    item.setdefault("apiVersion", gvk.api_version)
+    item.setdefault("kind", gvk.kind)
+    return item
+
+
+_T = TypeVar("_T", bound=KubeObject)
+
+
+class WatchBase(ABC):
+    """``watch`` written once over :meth:`list_watcher` (the informers' raw source)."""
+
+    @abstractmethod
+    async def list_watcher(self, kind: Kind, options: ListOptions) -> ListerWatcher:
+        """The raw list/watch source of ``kind`` for an informer."""
+
+    @overload
+    def watch(
+        self,
+        kind: type[_T],
+        *,
+        resource_version: str = "",
+        timeout_seconds: int = 300,
+        **options: Unpack[ListKwargs],
+    ) -> AsyncIterator[WatchEvent[_T]]: ...
+    @overload
+    def watch(
+        self,
+        kind: GroupVersionKind,
+        *,
+        resource_version: str = "",
+        timeout_seconds: int = 300,
+        **options: Unpack[ListKwargs],
+    ) -> AsyncIterator[WatchEvent[dict[str, Any]]]: ...
+    async def watch(
+        self,
+        kind: Kind,
+        *,
+        resource_version: str = "",
+        timeout_seconds: int = 300,
+        **options: Unpack[ListKwargs],
+    ) -> AsyncIterator[WatchEvent[Any]]:
+        """Watch ``kind`` from ``resource_version`` (now when empty; ``list`` keyword filters
+        apply); bookmarks included. The stream ends when the server closes it
+        (``timeout_seconds``); errors are raised."""
+        lw = await self.list_watcher(kind, ListOptions.build(**options))
+        async for event in lw.watch(resource_version=resource_version, timeout_seconds=timeout_seconds):
+            yield WatchEvent(event.type, decode(kind, with_type_meta(event.object, kind_gvk(kind))))

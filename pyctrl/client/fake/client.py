@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Iterable
-from typing import Any, Unpack
+from typing import Any
 
 import orjson
 
@@ -24,7 +24,6 @@ from pyctrl.client.fake.core import FakeCore
 from pyctrl.client.gvk import GroupVersionKind
 from pyctrl.client.interfaces import (
     GetOptions,
-    ListKwargs,
     ListOptions,
     ObjectList,
     ObjectWriterBase,
@@ -45,7 +44,7 @@ from pyctrl.client.options import (
 from pyctrl.client.patch import Patch, PatchType, apply_json_patch, apply_merge_patch
 from pyctrl.client.restmapper import RESTMapping, StaticRESTMapper
 from pyctrl.client.scheme import Kind, Object, Scheme, decode, default_scheme, gvk_of, kind_gvk, to_dict
-from pyctrl.client.watch import INITIAL_EVENTS_END, RawEvent, RawList, WatchEvent
+from pyctrl.client.watch import INITIAL_EVENTS_END, RawEvent, RawList, WatchBase
 
 __all__ = ["FakeClient"]
 
@@ -82,7 +81,7 @@ class _FakeObjectWriter(ObjectWriterBase):
         return _as(obj, result)
 
 
-class FakeClient(ReaderBase, WriterBase):
+class FakeClient(ReaderBase, WriterBase, WatchBase):
     """An in-memory :class:`~pyctrl.client.interfaces.Client` (see the module docstring)."""
 
     def __init__(
@@ -145,19 +144,6 @@ class FakeClient(ReaderBase, WriterBase):
 
     async def list_watcher(self, kind: Kind, options: ListOptions) -> _FakeListerWatcher:
         return _FakeListerWatcher(self.core, kind_gvk(kind), options)
-
-    async def watch(
-        self,
-        kind: Kind,
-        *,
-        resource_version: str = "",
-        timeout_seconds: int = 300,
-        **options: Unpack[ListKwargs],
-    ) -> AsyncIterator[WatchEvent[Any]]:
-        """Like :meth:`ApiClient.watch`: events after ``resource_version`` (now if empty)."""
-        lw = _FakeListerWatcher(self.core, kind_gvk(kind), ListOptions.build(**options))
-        async for event in lw.watch(resource_version=resource_version, timeout_seconds=timeout_seconds):
-            yield WatchEvent(event.type, decode(kind, event.object))
 
 
 class _FakeSubResource:

@@ -21,6 +21,22 @@ the names most operators need. Sub-packages, one concept each:
 - ``pyctrl.crdgen``, ``pyctrl.rbacgen`` -- controller-tools' CRD and RBAC generation
 - ``pyctrl.envtest``        -- ``pkg/envtest``: a real local control plane (and node) for tests
 - ``pyctrl.testing``        -- ``assert_idempotent``: zero writes once a reconciler has converged
+
+Errors, one tree per package boundary (each package raises its own or the client's)::
+
+    pyctrl.client.errors.KubernetesError   every client and cache failure: its tree is in
+                                           ``pyctrl.client.errors`` (ApiError → NotFound, Conflict…)
+    pyctrl.envtest                         its tree is in ``pyctrl.envtest._errors``; apiserver
+                                           answers there are the client's ApiError classes
+    ControllerError                        a controller misconfigured or unable to start
+    └── BuilderError                       the builder used wrongly (reported by ``complete``)
+    ManagerError (RuntimeError)            the manager misused, or a runnable failed
+    LeaderElectionLost (RuntimeError)      the Lease could not be renewed in time
+    TerminalError                          a reconcile failure not to be retried
+    AlreadyOwnedError                      controllerutil: a different controller owns the object
+    ConversionError (ValueError)           versions of a kind that cannot be converted
+    WebhookError (RuntimeError)            the webhook server cannot serve
+    ShutDown                               the workqueue was shut down
 """
 
 from pyctrl.builder import BuilderError, ControllerBuilder, WebhookBuilder

@@ -22,9 +22,9 @@ Guarantees:
 from __future__ import annotations
 
 import enum
-from typing import Annotated, ClassVar
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, JsonValue
 
 from examples.rediscluster.backup.api import BackupSchedule, RestoreSource
 from examples.rediscluster.scheduling import Affinity, Toleration, TopologySpreadConstraint
@@ -34,6 +34,7 @@ from pyctrl.crdgen import CRDMeta, PrinterColumn, Quantity, ScaleSubresource
 
 __all__ = [
     "DEFAULT_IMAGE",
+    "ClusterMode",
     "NodeLoss",
     "RedisAuth",
     "RedisCluster",
@@ -42,11 +43,24 @@ __all__ = [
     "RedisClusterStatus",
     "ResourceRequirements",
     "SecretKeySelector",
+    "ShardStatus",
 ]
 
 DEFAULT_IMAGE = "redis:7.2"
 
 _SPEC_CONFIG = ConfigDict(strict=True, use_attribute_docstrings=True)
+
+ClusterMode = Literal["replication", "cluster"]
+"""``replication``: one master and replicas; ``cluster``: a sharded Redis Cluster."""
+
+_CLUSTER_RULES: list[JsonValue] = [
+    {
+        "rule": "self.mode != 'cluster' || self.replicas == oldSelf.replicas",
+        "message": "spec.replicas is not used in cluster mode (kubectl scale is refused): "
+        "change spec.shards instead",
+        "fieldPath": ".replicas",
+    },
+]
 
 
 class SecretKeySelector(KubeModel):
@@ -97,12 +111,37 @@ class NodeLoss(KubeModel):
 
 
 class RedisClusterSpec(KubeModel):
-    """Desired state: one master and replicas-1 replicas of one Redis image."""
+    """Desired state: one master and replicas-1 replicas of one Redis image (``mode: replication``),
+    or ``shards`` masters with ``replicasPerShard`` replicas each (``mode: cluster``)."""
 
-    model_config = _SPEC_CONFIG
+    model_config = ConfigDict(
+        strict=True,
+        use_attribute_docstrings=True,
+        json_schema_extra={"x-kubernetes-validations": _CLUSTER_RULES},
+    )
 
+    mode: ClusterMode = Field(
+        default="replication",
+        json_schema_extra={
+            "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "spec.mode is immutable"}]
+        },
+    )
+    """replication (one master, replicas) or cluster (sharded Redis Cluster); immutable."""
     replicas: int = Field(default=3, ge=1, le=10)
-    """Total number of Redis pods, the master included."""
+    """Total number of Redis pods, the master included (replication mode; unused in cluster mode)."""
+    shards: int = Field(default=3, ge=3, le=100)
+    """Cluster mode: number of shards (masters), each serving an even part of the 16384 slots."""
+    replicas_per_shard: int = Field(
+        default=1,
+        ge=0,
+        le=5,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {"rule": "self == oldSelf", "message": "spec.replicasPerShard cannot be changed"}
+            ]
+        },
+    )
+    """Cluster mode: replicas of each shard's master (fixed at creation)."""
     image: str = Field(default=DEFAULT_IMAGE, min_length=1)
     """Redis 7 container image."""
     enable_auto_failover: bool = True
@@ -149,6 +188,25 @@ class RedisClusterPhase(enum.StrEnum):
 _Timestamp = Annotated[str, Field(json_schema_extra={"format": "date-time"})]
 
 
+class ShardStatus(KubeModel):
+    """One shard of a cluster-mode RedisCluster, as Redis reports it."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    index: int = Field(ge=0)
+    """Shard number (pods index*(1+replicasPerShard) .. belong to it)."""
+    master: str | None = None
+    """Pod serving the shard's slots."""
+    replicas: list[str] = Field(default_factory=list)
+    """Pods replicating the shard's master."""
+    slots: list[str] = Field(default_factory=list)
+    """Slot ranges the master serves, e.g. ["0-5460"]."""
+    slot_count: int = Field(default=0, ge=0)
+    """Number of slots the master serves."""
+    ready: bool = False
+    """The master serves and every replica of the shard replicates it."""
+
+
 class RedisClusterStatus(KubeModel):
     """Observed state, written only by the operator (status subresource)."""
 
@@ -173,6 +231,18 @@ class RedisClusterStatus(KubeModel):
     """Standard conditions (metav1.Condition), one per type."""
     selector: str | None = None
     """Label selector of the pods, serialised (scale subresource, HPA)."""
+    shards: list[ShardStatus] | None = None
+    """Cluster mode: each shard's master, replicas and slots."""
+    cluster_state: str | None = None
+    """Cluster mode: cluster_state from CLUSTER INFO (ok or fail)."""
+    slots_assigned: int | None = None
+    """Cluster mode: slots assigned to a master (16384 when complete)."""
+    slots_ok: int | None = None
+    """Cluster mode: slots served by a master that is not failing."""
+    slots_to_move: int | None = None
+    """Cluster mode: slots a running resharding still has to move (0 when balanced)."""
+    resharding: str | None = None
+    """Cluster mode: the running resharding, e.g. "3 -> 4 shards"."""
 
 
 class RedisCluster(KubeObject):
@@ -195,6 +265,9 @@ class RedisCluster(KubeObject):
             PrinterColumn("Ready", "integer", ".status.readyReplicas", "Ready pods"),
             PrinterColumn("Master", "string", ".status.currentMaster", "Current master pod"),
             PrinterColumn("Phase", "string", ".status.phase", "Cluster phase"),
+            PrinterColumn("State", "string", ".status.clusterState", "CLUSTER INFO state (cluster mode)"),
+            PrinterColumn("Mode", "string", ".spec.mode", "replication or cluster", priority=1),
+            PrinterColumn("Shards", "integer", ".spec.shards", "Shards (cluster mode)", priority=1),
             PrinterColumn("Epoch", "integer", ".status.masterEpoch", "Master epoch", priority=1),
             PrinterColumn("Image", "string", ".spec.image", "Redis image", priority=1),
             PrinterColumn("Age", "date", ".metadata.creationTimestamp"),

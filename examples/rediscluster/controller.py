@@ -34,6 +34,8 @@ from examples.rediscluster.api import RedisCluster, RedisClusterPhase, RedisClus
 from examples.rediscluster.backup import DEFAULT_IMAGE as DEFAULT_BACKUP_IMAGE
 from examples.rediscluster.backup.restore import RestoreState, restore_state
 from examples.rediscluster.children import ensure
+from examples.rediscluster.cluster.mover import SlotMover
+from examples.rediscluster.cluster.reconciler import ClusterModeReconciler
 from examples.rediscluster.execute import PhaseTimer, PlanExecutor
 from examples.rediscluster.finalizer import FINALIZER, finalizer_patch, snapshot
 from examples.rediscluster.nodeloss import NodeLossGuard
@@ -105,6 +107,7 @@ class RedisClusterReconciler:
         api_reader: Reader,
         recorder: EventRecorder,
         prober: HealthProber,
+        slot_mover: SlotMover,
         *,
         io_timeout: float = DEFAULT_IO_TIMEOUT,
         backup_image: str = DEFAULT_BACKUP_IMAGE,
@@ -117,12 +120,14 @@ class RedisClusterReconciler:
         self.io_timeout = io_timeout
         self.executor = PlanExecutor(client, recorder)
         self.node_loss = NodeLossGuard(client, recorder, prober)
+        self.cluster_mode = ClusterModeReconciler(client, recorder, slot_mover, io_timeout=io_timeout)
 
     async def reconcile(self, request: Request) -> Result:
         try:
             cluster = await self.client.get(RedisCluster, request.name, namespace=request.namespace)
         except NotFound:
             self.prober.forget((request.namespace, request.name))
+            self.cluster_mode.forget(request.namespace, request.name)
             metrics.forget(request.namespace, request.name)
             return Result()
         if cluster.metadata.deletion_timestamp:
@@ -131,6 +136,8 @@ class RedisClusterReconciler:
             cluster = await self.client.patch(cluster, finalizer_patch(cluster))
         timer = PhaseTimer()
         password = await read_password(self.api_reader, self.recorder, cluster)
+        if cluster.spec.mode == "cluster":  # sharded Redis Cluster: examples/rediscluster/cluster/
+            return await self.cluster_mode.reconcile(cluster, password, _now())
         observed = await observe(self.client, cluster, password, self.io_timeout)
         master = cluster.status.current_master if cluster.status else None
         self.prober.watch(

@@ -17,6 +17,7 @@ from typing import Any
 from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.backup import DEFAULT_IMAGE, add_backup_controllers
 from examples.rediscluster.backup.api import RedisBackup
+from examples.rediscluster.cluster.mover import SlotMover
 from examples.rediscluster.controller import RedisClusterReconciler
 from examples.rediscluster.nodeloss import Node
 from examples.rediscluster.prober import ClusterKey, HealthProber
@@ -139,11 +140,14 @@ def build_operator(config: Any, options: OperatorOptions) -> Operator:
 
     prober = HealthProber(notify)
     mgr.add(ProberRunnable(prober))
+    slot_mover = SlotMover(notify)  # cluster mode's background resharding, leader only
+    mgr.add(slot_mover)
     reconciler = RedisClusterReconciler(
         mgr.client,
         mgr.api_reader,
         mgr.get_event_recorder_for("rediscluster-operator"),
         prober,
+        slot_mover,
         io_timeout=options.redis_timeout,
         backup_image=options.backup_image,
     )

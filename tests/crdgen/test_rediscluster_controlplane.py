@@ -75,6 +75,11 @@ BAD_SPECS = [
     ({"auth": {"passwordSecret": {"name": ""}}}, "spec.auth.passwordSecret.name", "name"),
     ({"redisConfig": {"maxmemory-policy": 1}}, "spec.redisConfig.maxmemory-policy", "maxmemory-policy"),
     ({"resources": {"limits": {"memory": "1 GB"}}}, "spec.resources.limits.memory", "memory"),
+    ({"mode": "sharded"}, "spec.mode", "mode"),
+    ({"mode": "cluster", "shards": 2}, "spec.shards", "shards"),
+    ({"mode": "cluster", "shards": 101}, "spec.shards", "shards"),
+    ({"mode": "cluster", "replicasPerShard": 6}, "spec.replicasPerShard", "replicasPerShard"),
+    ({"mode": "cluster", "replicasPerShard": -1}, "spec.replicasPerShard", "replicasPerShard"),
 ]
 
 
@@ -119,10 +124,50 @@ def test_printer_columns_show_in_kubectl_get_wide(
     envtest.http.request("PATCH", path, {"status": status}, content_type="application/merge-patch+json")
     out = kubectl(envtest, kubeconfig, "-n", namespace, "get", "rdc", "-o", "wide")
     header, row = out.splitlines()[:2]
-    assert header.split() == ["NAME", "REPLICAS", "READY", "MASTER", "PHASE", "EPOCH", "IMAGE", "AGE"]
-    assert row.split()[:7] == ["cols", "4", "2", "cols-0", "Running", "7", "redis:7.2"]
+    assert header.split() == [
+        "NAME", "REPLICAS", "READY", "MASTER", "PHASE", "STATE", "MODE", "SHARDS", "EPOCH", "IMAGE", "AGE"
+    ]  # fmt: skip
+    # an empty column (no clusterState in replication mode) prints as blanks
+    assert row.split()[:9] == ["cols", "4", "2", "cols-0", "Running", "replication", "3", "7", "redis:7.2"]
     narrow = kubectl(envtest, kubeconfig, "-n", namespace, "get", "redisclusters").splitlines()[0]
-    assert narrow.split() == ["NAME", "REPLICAS", "READY", "MASTER", "PHASE", "AGE"]
+    assert narrow.split() == ["NAME", "REPLICAS", "READY", "MASTER", "PHASE", "STATE", "AGE"]
+    create(envtest, namespace, "sharded", {"mode": "cluster", "shards": 5})
+    path = f"{base(namespace)}/sharded/status"
+    status = {"readyReplicas": 10, "phase": "Running", "clusterState": "ok"}
+    envtest.http.request("PATCH", path, {"status": status}, content_type="application/merge-patch+json")
+    out = kubectl(envtest, kubeconfig, "-n", namespace, "get", "rdc", "sharded", "-o", "wide")
+    assert out.splitlines()[1].split()[:7] == ["sharded", "3", "10", "Running", "ok", "cluster", "5"]
+
+
+def test_mode_and_replicas_per_shard_are_immutable_and_cluster_mode_refuses_kubectl_scale(
+    envtest: Environment, kubeconfig: Path, namespace: str
+) -> None:
+    create(envtest, namespace, "cm", {"mode": "cluster", "shards": 3})
+    path = f"{base(namespace)}/cm"
+    for patch, field, message in [
+        ({"mode": "replication"}, "spec.mode", "spec.mode is immutable"),
+        ({"replicasPerShard": 2}, "spec.replicasPerShard", "spec.replicasPerShard cannot be changed"),
+        ({"replicas": 5}, "spec.replicas", "spec.replicas is not used in cluster mode"),
+    ]:
+        with pytest.raises(ApiError) as err:
+            envtest.http.request("PATCH", path, {"spec": patch}, content_type="application/merge-patch+json")
+        assert err.value.status == 422
+        assert field in str(err.value)
+        assert message in str(err.value)
+    refused = kubectl_run(envtest, kubeconfig, "-n", namespace, "scale", "rdc/cm", "--replicas=5")
+    assert refused.returncode != 0
+    assert "spec.replicas is not used in cluster mode" in refused.stderr
+    envtest.http.request("PATCH", path, {"spec": {"shards": 4}}, content_type="application/merge-patch+json")
+    assert envtest.http.get(path)["spec"] == {**envtest.http.get(path)["spec"], "shards": 4, "replicas": 3}
+    create(envtest, namespace, "rm", {})
+    with pytest.raises(ApiError) as err:
+        envtest.http.request(
+            "PATCH",
+            f"{base(namespace)}/rm",
+            {"spec": {"mode": "cluster"}},
+            content_type="application/merge-patch+json",
+        )
+    assert "spec.mode is immutable" in str(err.value)
 
 
 def test_scale_subresource_reads_and_writes_replicas(

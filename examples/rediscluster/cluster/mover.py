@@ -1,0 +1,245 @@
+"""Slot migration in the background: what ``redis-cli --cluster reshard`` does, off the reconcile.
+
+The reconcile hands :meth:`SlotMover.submit` the moves of its plan and returns at once (it stays in
+milliseconds: REFERENCE "never block in reconcile"); one task per cluster carries them out and
+calls ``notify(key)`` when it ends, so the next reconcile observes the result and plans again.
+A background task rather than one step per reconcile: keys move continuously over kept-open
+connections (throughput on par with ``redis-cli``), while the only state that matters lives in
+Redis itself — a crash mid-move leaves the slot MIGRATING/IMPORTING, which the next plan finishes
+first (``plan`` rule 1) — so losing the task loses nothing.
+
+Moving slot ``s`` from A to B, idempotent at every step (a repeat after a crash is safe):
+
+1. on B ``CLUSTER SETSLOT s IMPORTING A`` (skipped when B already owns ``s``);
+2. on A ``CLUSTER SETSLOT s MIGRATING B`` (skipped when A no longer owns ``s``);
+3. until A holds no key of ``s``: ``CLUSTER GETKEYSINSLOT s batch`` on A, then
+   ``MIGRATE B "" 0 timeout REPLACE KEYS ...`` (A's copy is the authoritative one; REPLACE only
+   matters for a key a crash left on both) — clients meanwhile get ``-ASK`` for moved keys;
+4. ``CLUSTER SETSLOT s NODE B`` on B, then A, then every other master.
+
+A failing command (timeout, BUSYKEY, a node down) is retried with exponential backoff (0.1 s to
+5 s) and counted in :class:`Progress` (``errors``, ``last_error``); keys are never deleted other
+than by MIGRATE itself, so none is lost or duplicated. ``stop()`` cancels every task (a slot may
+stay open: the next leader finishes it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import redis.asyncio as aioredis
+import redis.exceptions as rexc
+
+from examples.rediscluster.cluster import metrics
+
+__all__ = ["Endpoint", "Job", "Progress", "SlotMover", "Transfer"]
+
+log = logging.getLogger(__name__)
+
+ClusterKey = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    ip: str
+    port: int
+    node_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Transfer:
+    source: Endpoint
+    target: Endpoint
+    slots: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """Transfers to run in order; ``masters``: every master, told the new owner of each slot."""
+
+    label: str  # e.g. "3 -> 4 shards" or "repair of open slots"
+    transfers: tuple[Transfer, ...]
+    masters: tuple[Endpoint, ...]
+
+
+@dataclass(slots=True)
+class Progress:
+    label: str
+    slots_total: int
+    slots_done: int = 0
+    keys_moved: int = 0
+    errors: int = 0
+    last_error: str | None = None
+    current: tuple[str, str] | None = None  # (source ip:port, target ip:port)
+    finished: bool = False
+    started_at: float = field(default_factory=time.monotonic)
+
+    @property
+    def slots_remaining(self) -> int:
+        return self.slots_total - self.slots_done
+
+
+class _Retry(Exception):
+    pass
+
+
+class SlotMover:
+    """One background migration task per cluster; see the module docstring."""
+
+    needs_leader_election = True
+
+    def __init__(
+        self,
+        notify: Callable[[ClusterKey], None],
+        *,
+        batch: int = 1000,
+        migrate_timeout_ms: int = 10000,
+    ) -> None:
+        self._notify = notify
+        self._batch = batch
+        self._migrate_timeout_ms = migrate_timeout_ms
+        self._tasks: dict[ClusterKey, asyncio.Task[None]] = {}
+        self._progress: dict[ClusterKey, Progress] = {}
+
+    def running(self, key: ClusterKey) -> bool:
+        task = self._tasks.get(key)
+        return task is not None and not task.done()
+
+    def progress(self, key: ClusterKey) -> Progress | None:
+        """The running (or last finished) job's progress."""
+        return self._progress.get(key)
+
+    def submit(self, key: ClusterKey, job: Job, password: str | None) -> bool:
+        """Start ``job`` unless one runs for ``key`` already (then False)."""
+        if self.running(key):
+            return False
+        progress = Progress(job.label, sum(len(t.slots) for t in job.transfers))
+        self._progress[key] = progress
+        self._tasks[key] = asyncio.create_task(self._run(key, job, password, progress), name=f"reshard {key}")
+        return True
+
+    def forget(self, key: ClusterKey) -> None:
+        task = self._tasks.pop(key, None)
+        if task is not None:
+            task.cancel()
+        self._progress.pop(key, None)
+
+    async def start(self, stop: asyncio.Event) -> None:
+        try:
+            await stop.wait()
+        finally:
+            await self.stop()
+
+    async def stop(self) -> None:
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+
+    async def _run(self, key: ClusterKey, job: Job, password: str | None, progress: Progress) -> None:
+        clients: dict[tuple[str, int], aioredis.Redis] = {}
+
+        def client(e: Endpoint) -> aioredis.Redis:
+            if (e.ip, e.port) not in clients:
+                clients[(e.ip, e.port)] = aioredis.Redis(
+                    host=e.ip,
+                    port=e.port,
+                    password=password,
+                    socket_timeout=self._migrate_timeout_ms / 1000 + 5,
+                    socket_connect_timeout=2,
+                    decode_responses=False,
+                )
+            return clients[(e.ip, e.port)]
+
+        try:
+            for t in job.transfers:
+                progress.current = (f"{t.source.ip}:{t.source.port}", f"{t.target.ip}:{t.target.port}")
+                for slot in t.slots:
+                    step = functools.partial(self._move, client, t, slot, job, password)
+                    await self._with_retries(key, progress, step)
+                    progress.slots_done += 1
+        finally:
+            progress.finished = True
+            progress.current = None
+            for c in clients.values():
+                with contextlib.suppress(Exception):
+                    await c.aclose()
+            with contextlib.suppress(Exception):
+                self._notify(key)
+
+    async def _with_retries(
+        self, key: ClusterKey, progress: Progress, step: Callable[[], Awaitable[int]]
+    ) -> None:
+        delay = 0.1
+        while True:
+            try:
+                moved = await step()
+                progress.keys_moved += moved
+                metrics.observe_migration(*key, moved, 0)
+                return
+            except (rexc.RedisError, OSError, _Retry) as exc:
+                progress.errors += 1
+                metrics.observe_migration(*key, 0, 1)
+                progress.last_error = f"{type(exc).__name__}: {exc}"
+                log.info("slot move failed, retrying in %.1fs: %s", delay, progress.last_error)
+                await asyncio.sleep(delay)  # backoff before the retry, not synchronisation
+                delay = min(delay * 2, 5.0)
+
+    async def _move(
+        self,
+        client: Callable[[Endpoint], aioredis.Redis],
+        t: Transfer,
+        slot: int,
+        job: Job,
+        password: str | None,
+    ) -> int:
+        """Move one slot; the number of keys moved."""
+        src, dst = client(t.source), client(t.target)
+        await _setslot(dst, slot, "IMPORTING", t.source.node_id, ok_if="already the owner")
+        await _setslot(src, slot, "MIGRATING", t.target.node_id, ok_if="not the owner")
+        auth = ("AUTH", password) if password else ()
+        moved = 0
+        while True:
+            keys = await src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, self._batch)  # type: ignore[no-untyped-call]
+            if not keys:
+                break
+            reply = await src.execute_command(  # type: ignore[no-untyped-call]
+                "MIGRATE",
+                t.target.ip,
+                t.target.port,
+                "",
+                0,
+                self._migrate_timeout_ms,
+                "REPLACE",
+                *auth,
+                "KEYS",
+                *keys,
+            )
+            if reply not in (b"OK", "OK", True, b"NOKEY", "NOKEY"):
+                raise _Retry(f"MIGRATE slot {slot}: {reply!r}")
+            moved += len(keys)
+        await dst.execute_command("CLUSTER", "SETSLOT", slot, "NODE", t.target.node_id)  # type: ignore[no-untyped-call]
+        await src.execute_command("CLUSTER", "SETSLOT", slot, "NODE", t.target.node_id)  # type: ignore[no-untyped-call]
+        for m in job.masters:
+            if m.node_id in (t.source.node_id, t.target.node_id):
+                continue
+            with contextlib.suppress(rexc.RedisError, OSError):  # gossip tells a node we cannot reach
+                await client(m).execute_command("CLUSTER", "SETSLOT", slot, "NODE", t.target.node_id)  # type: ignore[no-untyped-call]
+        return moved
+
+
+async def _setslot(c: aioredis.Redis, slot: int, state: str, node_id: str, *, ok_if: str) -> None:
+    try:
+        await c.execute_command("CLUSTER", "SETSLOT", slot, state, node_id)  # type: ignore[no-untyped-call]
+    except rexc.ResponseError as exc:
+        if ok_if not in str(exc):
+            raise

@@ -1,0 +1,314 @@
+"""The reconcile of a ``mode: cluster`` RedisCluster: Kubernetes plumbing around ``cluster.plan``.
+
+Called by ``controller.RedisClusterReconciler`` (after fetching, deletion and the finalizer) for a
+cluster whose ``spec.mode`` is ``cluster``. One reconcile, level-triggered (a converged cluster
+costs reads only, no write):
+
+1. the children (``cluster.resources``), unless the spec cannot be run (``InvalidSpec``: nothing
+   applied, an Event and the Ready condition say why; the topology work below goes on);
+2. observe every pod: Kubernetes facts from the cache, ``CLUSTER NODES``/``INFO`` with a short
+   timeout (``cluster.admin``);
+3. ``cluster.plan`` and its actions in order (labels, MEET, ADDSLOTSRANGE, REPLICATE, FORGET);
+   the first failing action ends the sequence and the reconcile requeues. Slot moves go to the
+   background ``SlotMover`` (one job per cluster; a shards change while one runs waits for it,
+   reported in the Resharding condition);
+4. status (``cluster.status``) written only when it changed; Events when a shard's master changed
+   (``FailoverCompleted``) and when a resharding starts or ends; requeue after 10 s when
+   converged (Redis Cluster fails shards over by itself: the periodic look keeps labels and
+   status following the real roles), 1 s while work is under way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from examples.rediscluster import metrics as base_metrics
+from examples.rediscluster import redis_admin
+from examples.rediscluster.api import RedisCluster, RedisClusterStatus
+from examples.rediscluster.children import ensure
+from examples.rediscluster.cluster import admin
+from examples.rediscluster.cluster import metrics as cluster_metrics
+from examples.rediscluster.cluster.mover import Endpoint, Job, SlotMover, Transfer
+from examples.rediscluster.cluster.plan import (
+    SHARD_LABEL,
+    AddSlots,
+    Forget,
+    Meet,
+    Member,
+    MoveSlots,
+    Plan,
+    Replicate,
+    SetLabels,
+    Takeover,
+    Wait,
+    plan,
+)
+from examples.rediscluster.cluster.resources import cluster_children
+from examples.rediscluster.cluster.slots import shard_of
+from examples.rediscluster.cluster.status import Resharding, cluster_status
+from examples.rediscluster.observe import ordinal, pod_ready
+from examples.rediscluster.redis_admin import RedisConnection
+from examples.rediscluster.resources import REDIS_PORT, ROLE_LABEL, InvalidSpec, selector_labels
+from pyctrl import Result
+from pyctrl.client import Pod
+from pyctrl.client.patch import MergeFrom, PatchType, RawPatch
+from pyctrl.controllerutil import set_controller_reference
+from pyctrl.log import get_logger
+from pyctrl.recorder import EventRecorder
+
+__all__ = ["ClusterModeReconciler"]
+
+STEADY_REQUEUE = 10.0
+ACTING_REQUEUE = 1.0
+log = get_logger("rediscluster.cluster")
+
+
+class ClusterModeReconciler:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        client: Any,
+        recorder: EventRecorder,
+        mover: SlotMover,
+        *,
+        io_timeout: float = redis_admin.DEFAULT_IO_TIMEOUT,
+    ) -> None:
+        self.client = client
+        self.recorder = recorder
+        self.mover = mover
+        self.io_timeout = io_timeout
+
+    def forget(self, namespace: str, name: str) -> None:
+        """The cluster is gone: stop its migration and drop its metrics."""
+        self.mover.forget((namespace, name))
+        cluster_metrics.forget(namespace, name, 100)
+
+    async def reconcile(self, cluster: RedisCluster, password: str | None, now: str) -> Result:
+        pods, members = await self._observe(cluster, password)
+        recorded = (
+            {s.index: _slots_of(s.slots) for s in (cluster.status.shards or [])} if cluster.status else {}
+        )
+        the_plan = plan(members, cluster.spec.shards, cluster.spec.replicas_per_shard, recorded=recorded)
+        invalid = await self._ensure_children(cluster, the_plan.statefulset_replicas)
+        acted = await self._execute(cluster, pods, members, the_plan, password)
+        resharding = self._resharding(cluster, members, the_plan, password)
+        converged = the_plan.converged and resharding is None
+        settled = await self._update_status(
+            cluster, members=members, converged=converged, resharding=resharding, invalid=invalid, now=now
+        )
+        return Result(requeue_after=STEADY_REQUEUE if settled and not acted else ACTING_REQUEUE)
+
+    async def _ensure_children(self, cluster: RedisCluster, replicas: int) -> str | None:
+        try:
+            children = cluster_children(cluster, replicas)
+        except InvalidSpec as exc:
+            self.recorder.event(cluster, "Warning", "InvalidSpec", str(exc))
+            return str(exc)
+        for child in children:
+            set_controller_reference(cluster, child)
+            await ensure(self.client, child)
+        return None
+
+    async def _observe(
+        self, cluster: RedisCluster, password: str | None
+    ) -> tuple[dict[str, Pod], list[Member]]:
+        listed = await self.client.list(Pod, namespace=cluster.namespace, labels=selector_labels(cluster))
+        pods = {p.name: p for p in listed if ordinal(p) >= 0 and not p.metadata.deletion_timestamp}
+
+        async def one(pod: Pod) -> Member:
+            ip = pod.status.pod_ip if pod.status else None
+            facts = None
+            if ip:
+                try:
+                    facts = await admin.cluster_facts(
+                        RedisConnection(ip, REDIS_PORT, password, self.io_timeout)
+                    )
+                except redis_admin.RedisAdminError:
+                    facts = None
+            labels = pod.metadata.labels or {}
+            return Member(
+                pod=pod.name,
+                ordinal=ordinal(pod),
+                ip=ip,
+                port=REDIS_PORT,
+                pod_ready=pod_ready(pod)[0],
+                role_label=labels.get(ROLE_LABEL),
+                shard_label=labels.get(SHARD_LABEL),
+                facts=facts,
+            )
+
+        return pods, list(await asyncio.gather(*(one(p) for p in pods.values())))
+
+    async def _execute(
+        self,
+        cluster: RedisCluster,
+        pods: dict[str, Pod],
+        members: list[Member],
+        the_plan: Plan,
+        password: str | None,
+    ) -> bool:
+        by_pod = {m.pod: m for m in members}
+        acted = False
+
+        def conn(pod: str) -> RedisConnection:
+            ip = by_pod[pod].ip
+            if ip is None:
+                raise redis_admin.RedisUnavailable("", REDIS_PORT, f"pod {pod} has no IP yet")
+            return RedisConnection(ip, REDIS_PORT, password, self.io_timeout)
+
+        for action in the_plan.actions:
+            try:
+                match action:
+                    case SetLabels(pod=pod, role=role, shard=shard):
+                        labels = {ROLE_LABEL: role, SHARD_LABEL: str(shard)}
+                        await self.client.patch(
+                            pods[pod], RawPatch(PatchType.MERGE, {"metadata": {"labels": labels}})
+                        )
+                    case Meet(pod=pod, ip=peer_ip, port=peer_port):
+                        await admin.meet(conn(pod), peer_ip, peer_port)
+                    case AddSlots(pod=pod, slots=slots):
+                        await admin.add_slots(conn(pod), slots)
+                        self.recorder.event(
+                            cluster,
+                            "Normal",
+                            "SlotsAssigned",
+                            f"{len(slots)} unassigned slots given to {pod}",
+                        )
+                    case Replicate(pod=pod, master_id=master_id):
+                        await admin.replicate(conn(pod), master_id)
+                    case Takeover(pod=pod, dead_id=dead_id):
+                        await admin.takeover(conn(pod))
+                        self.recorder.event(
+                            cluster,
+                            "Warning",
+                            "ShardTakeover",
+                            f"{pod} takes over the slots of {dead_id[:8]} (its pod came back without data)",
+                        )
+                        shard = shard_of(by_pod[pod].ordinal, cluster.spec.replicas_per_shard)
+                        cluster_metrics.observe_failover(cluster.namespace, cluster.name, shard)
+                    case Forget(pod=pod, node_id=node_id):
+                        await admin.forget(conn(pod), node_id)
+                    case MoveSlots():
+                        continue  # handed to the mover by _resharding
+                    case Wait(reason=reason):
+                        log.info("Waiting", cluster=cluster.name, namespace=cluster.namespace, reason=reason)
+                        break
+            except redis_admin.RedisAdminError as exc:
+                log.info(
+                    "Redis action failed; will retry",
+                    cluster=cluster.name,
+                    action=type(action).__name__,
+                    error=str(exc),
+                )
+                return True
+            acted = acted or not isinstance(action, Wait)
+        return acted
+
+    def _resharding(
+        self, cluster: RedisCluster, members: list[Member], the_plan: Plan, password: str | None
+    ) -> Resharding | None:
+        """Hand the plan's moves to the mover (unless a job runs); what the status should say."""
+        key = (cluster.namespace, cluster.name)
+        progress = self.mover.progress(key)
+        if progress is not None and self.mover.running(key):
+            target = f"-> {cluster.spec.shards} shards"
+            waiting = None
+            if progress.label != _REPAIR and not progress.label.endswith(target):
+                waiting = f"the change to {cluster.spec.shards} shards"
+            return Resharding(progress.label, progress.slots_remaining, waiting)
+        if progress is not None and progress.finished:
+            self.mover.forget(key)
+            self.recorder.event(
+                cluster,
+                "Normal",
+                "ReshardingCompleted",
+                f"{progress.label}: {progress.slots_done} slots, {progress.keys_moved} keys moved "
+                f"({progress.errors} retried errors)",
+            )
+        if not the_plan.moves:
+            return None
+        by_pod = {m.pod: m for m in members}
+
+        def endpoint(pod: str) -> Endpoint:
+            m = by_pod[pod]
+            assert m.ip is not None
+            assert m.node_id is not None
+            return Endpoint(m.ip, m.port, m.node_id)
+
+        masters = tuple(endpoint(m.pod) for m in members if m.reachable and m.is_master)
+        transfers = tuple(
+            Transfer(endpoint(mv.source), endpoint(mv.target), mv.slots) for mv in the_plan.moves
+        )
+        job = Job(_label(members, cluster, the_plan), transfers, masters)
+        self.mover.submit(key, job, password)
+        moves = ", ".join(f"{len(mv.slots)} {mv.source} -> {mv.target}" for mv in the_plan.moves)
+        self.recorder.event(cluster, "Normal", "ReshardingStarted", f"{job.label}: moving slots {moves}")
+        return Resharding(job.label, sum(len(t.slots) for t in transfers))
+
+    async def _update_status(
+        self,
+        cluster: RedisCluster,
+        *,
+        members: list[Member],
+        converged: bool,
+        resharding: Resharding | None,
+        invalid: str | None,
+        now: str,
+    ) -> bool:
+        """Write the status when it changed; True when the cluster is Running."""
+        old = cluster.status or RedisClusterStatus()
+        new = cluster_status(cluster, members, converged, now, resharding=resharding, invalid_spec=invalid)
+        self._announce_failovers(cluster, old, new)
+        cluster_metrics.observe_status(cluster.namespace, cluster.name, new)
+        pods = cluster.spec.shards * (1 + cluster.spec.replicas_per_shard)
+        base_metrics.observe_status(cluster.namespace, cluster.name, pods, new)
+        running = new.phase.value == "Running"
+        if new.model_dump(exclude={"last_sync_timestamp"}) == old.model_dump(exclude={"last_sync_timestamp"}):
+            return running
+        new.last_sync_timestamp = now
+        before = cluster.model_copy(deep=True)
+        cluster.status = new
+        await self.client.status().patch(cluster, MergeFrom(before, optimistic_lock=True))
+        return running
+
+    def _announce_failovers(
+        self, cluster: RedisCluster, old: RedisClusterStatus, new: RedisClusterStatus
+    ) -> None:
+        before = {s.index: s for s in old.shards or []}
+        for shard in new.shards or []:
+            prev = before.get(shard.index)
+            if prev is None or prev.master is None or shard.master is None or prev.master == shard.master:
+                continue
+            if not shard.slot_count or shard.slots != prev.slots:
+                continue  # a master change with the slots moving is a resharding step, not a failover
+            self.recorder.event(
+                cluster,
+                "Normal",
+                "FailoverCompleted",
+                f"shard {shard.index}: {shard.master} serves its slots in place of {prev.master}",
+            )
+            cluster_metrics.observe_failover(cluster.namespace, cluster.name, shard.index)
+
+
+def _slots_of(ranges: list[str]) -> set[int]:
+    out: set[int] = set()
+    for r in ranges:
+        first, _, last = r.partition("-")
+        out.update(range(int(first), int(last or first) + 1))
+    return out
+
+
+def _is_repair(the_plan: Plan) -> bool:
+    return any(m.repair for m in the_plan.moves)
+
+
+_REPAIR = "repair of open slots"
+
+
+def _label(members: list[Member], cluster: RedisCluster, the_plan: Plan) -> str:
+    if _is_repair(the_plan):
+        return _REPAIR
+    serving = sum(1 for m in members if m.is_master and m.slots)
+    return f"{serving} -> {cluster.spec.shards} shards"

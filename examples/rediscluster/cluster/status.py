@@ -1,0 +1,175 @@
+"""The status of a ``mode: cluster`` RedisCluster: a pure function of what the operator observed.
+
+- ``shards[]``: per shard index, the pod serving its slots (``master``), the pods replicating it,
+  its slot ranges and ``ready`` (master pod Ready, ``replicasPerShard`` Ready replicas following it);
+- ``clusterState`` is ``cluster_state`` of CLUSTER INFO on the lowest-ordinal answering pod;
+  ``slotsAssigned`` the slots that node's view gives to a master, ``slotsOk`` those whose master
+  it does not see failing;
+- ``slotsToMove``/``resharding`` follow the background mover (0 / unset when none runs);
+- ``readyReplicas``: pods Ready in the role their shard needs;
+- ``phase``: Running when the plan is converged, ``cluster_state:ok``, every slot ok and every
+  shard ready; Initializing until the cluster first reached ``ok``; Degraded otherwise;
+- conditions Ready, Degraded and Resharding; unchanged conditions keep their lastTransitionTime,
+  so a converged cluster's status is byte-for-byte stable (no write).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from examples.rediscluster.api import RedisCluster, RedisClusterPhase, RedisClusterStatus, ShardStatus
+from examples.rediscluster.cluster.plan import Member
+from examples.rediscluster.cluster.slots import SLOTS, format_ranges, shard_of
+from examples.rediscluster.resources import selector
+from examples.rediscluster.status import _condition
+
+__all__ = ["Resharding", "cluster_status", "shard_statuses"]
+
+
+@dataclass(frozen=True, slots=True)
+class Resharding:
+    """What the background mover reports, plus whether the spec asks for something else meanwhile."""
+
+    label: str
+    slots_remaining: int
+    waiting_change: str | None = None  # a newer shards change that waits for this one
+
+
+def _seed(members: Sequence[Member]) -> Member | None:
+    return min((m for m in members if m.reachable), key=lambda m: m.ordinal, default=None)
+
+
+def _owner(members: Sequence[Member], pods: Sequence[Member]) -> tuple[Member, frozenset[int]] | None:
+    """The shard pod serving slots: itself answering, else as the seed node sees it (by address)."""
+    serving = [m for m in pods if m.reachable and m.is_master and m.slots]
+    if serving:
+        best = max(serving, key=lambda m: (len(m.slots), -m.ordinal))
+        return best, best.slots
+    seed = _seed(members)
+    if seed is None or seed.facts is None:
+        return None
+    for peer in seed.facts.peers.values():
+        pod = next((m for m in pods if m.ip and (m.ip, m.port) == (peer.ip, peer.port)), None)
+        if pod is not None and peer.is_master and peer.slots:
+            return pod, peer.slots
+    return None
+
+
+def shard_statuses(members: Sequence[Member], shards: int, replicas_per_shard: int) -> list[ShardStatus]:
+    """One entry per shard index (departing shards included while their pods exist)."""
+    count = max([shards, *(shard_of(m.ordinal, replicas_per_shard) + 1 for m in members)])
+    out = []
+    for index in range(count):
+        pods = [m for m in members if shard_of(m.ordinal, replicas_per_shard) == index]
+        owner = _owner(members, pods)
+        if owner is None:  # a shard that never served: the slot-less master its pods follow
+            ids = {m.facts.me.master_id for m in pods if m.facts is not None}
+            fresh = [m for m in pods if m.reachable and m.is_master and (m.node_id in ids or len(pods) == 1)]
+            owner = (fresh[0], frozenset()) if fresh else None
+        master, slots = owner if owner is not None else (None, frozenset[int]())
+        replicas = [
+            m
+            for m in pods
+            if master is not None
+            and m is not master
+            and m.facts is not None
+            and m.facts.me.master_id == master.node_id
+        ]
+        ready = (
+            master is not None
+            and master.reachable
+            and master.pod_ready
+            and len(replicas) == replicas_per_shard
+            and all(r.pod_ready for r in replicas)
+        )
+        out.append(
+            ShardStatus(
+                index=index,
+                master=master.pod if master else None,
+                replicas=sorted(r.pod for r in replicas),
+                slots=format_ranges(slots),
+                slot_count=len(slots),
+                ready=ready,
+            )
+        )
+    return out
+
+
+def _slots(members: Sequence[Member]) -> tuple[str | None, int, int]:
+    """(cluster_state, slots assigned, slots ok) as the lowest-ordinal answering node sees them."""
+    seed = _seed(members)
+    if seed is None or seed.facts is None:
+        return None, 0, 0
+    assigned: set[int] = set()
+    ok: set[int] = set()
+    for peer in seed.facts.peers.values():
+        if peer.is_master:
+            assigned |= peer.slots
+            if not peer.failing:
+                ok |= peer.slots
+    return seed.facts.cluster_state, len(assigned), len(ok)
+
+
+def cluster_status(
+    cluster: RedisCluster,
+    members: Sequence[Member],
+    converged: bool,
+    now: str,
+    *,
+    resharding: Resharding | None = None,
+    invalid_spec: str | None = None,
+) -> RedisClusterStatus:
+    """The status to report (``lastSyncTimestamp`` unchanged: the caller sets it on a write)."""
+    spec = cluster.spec
+    old = cluster.status or RedisClusterStatus()
+    shards = shard_statuses(members, spec.shards, spec.replicas_per_shard)
+    state, assigned, ok = _slots(members)
+    in_role = {s.master for s in shards if s.slot_count} | {r for s in shards for r in s.replicas}
+    ready = sum(1 for m in members if m.pod_ready and m.reachable and m.pod in in_role)
+    healthy = state == "ok" and ok == SLOTS and all(s.ready for s in shards[: spec.shards])
+    if converged and healthy and resharding is None and invalid_spec is None:
+        phase = RedisClusterPhase.RUNNING
+    elif old.phase is RedisClusterPhase.INITIALIZING and state != "ok":
+        phase = RedisClusterPhase.INITIALIZING
+    else:
+        phase = RedisClusterPhase.DEGRADED
+    desired = spec.shards * (1 + spec.replicas_per_shard)
+    message = f"{ready}/{desired} pods ready; {ok}/{SLOTS} slots ok; cluster_state {state or 'unknown'}"
+    running = phase is RedisClusterPhase.RUNNING
+    degraded = phase is RedisClusterPhase.DEGRADED
+    ready_reason = "ClusterReady" if running else phase.value
+    degraded_reason = "ShardsNotReady" if degraded else "AsExpected"
+    if invalid_spec is not None:
+        message = f"{invalid_spec}; nothing of the spec was applied ({message})"
+        ready_reason = degraded_reason = "InvalidSpec"
+    if resharding is None:
+        reshard = (False, "Balanced", f"{spec.shards} shards of {SLOTS // spec.shards}±1 slots")
+    elif resharding.waiting_change:
+        reshard = (
+            True,
+            "WaitingForRunningResharding",
+            f"{resharding.waiting_change} waits for {resharding.label}",
+        )
+    else:
+        reshard = (True, "MovingSlots", f"{resharding.label}: {resharding.slots_remaining} slots to move")
+    conditions = [
+        _condition(old, "Ready", running, ready_reason, message, now=now),
+        _condition(old, "Degraded", degraded, degraded_reason, message, now=now),
+        _condition(old, "Resharding", reshard[0], reshard[1], reshard[2], now=now),
+    ]
+    return old.model_copy(
+        update={
+            "phase": phase,
+            "ready_replicas": ready,
+            "observed_generation": cluster.metadata.generation,
+            "conditions": conditions,
+            "selector": selector(cluster),
+            "shards": shards,
+            "cluster_state": state,
+            "slots_assigned": assigned,
+            "slots_ok": ok,
+            "slots_to_move": resharding.slots_remaining if resharding else 0,
+            "resharding": resharding.label if resharding else None,
+        }
+    )

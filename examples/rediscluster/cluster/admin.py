@@ -2,8 +2,9 @@
 
 Each call takes a ``redis_admin.RedisConnection`` (address, password, io_timeout), opens one
 connection, runs its commands and closes it (``redis_admin._call``: connect/socket timeouts, the
-whole call cut off at ``2 * io_timeout + 0.5`` s, no retries), and raises ``redis_admin.RedisUnavailable`` / ``RedisCommandError`` (never
-with the password in the message). What each wraps:
+whole call cut off at ``2 * io_timeout + 0.5`` s, no retries), and raises
+``redis_admin.RedisUnavailable`` / ``RedisCommandError`` (never with the password in the
+message). What each wraps:
 
 - :func:`cluster_facts`: ``CLUSTER NODES`` + ``CLUSTER INFO`` + ``DBSIZE`` + ``INFO persistence``
   parsed into ``nodes.NodeFacts``;

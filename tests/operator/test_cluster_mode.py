@@ -5,9 +5,13 @@ operator as a user holding only the generated ClusterRole; checked with Redis's 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import re
+import signal
 from asyncio.subprocess import PIPE, STDOUT
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
@@ -15,6 +19,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from examples.rediscluster.api import RedisCluster as RedisClusterKind
 from pyctrl import Request
+from pyctrl.metrics import registry
 from pyctrl.testing import assert_idempotent, eventually
 from tests.operator.conftest import Cluster, RunningOperator
 
@@ -129,3 +134,149 @@ async def test_a_converged_cluster_mode_cluster_reconciles_without_writing(
 
     await eventually(cache_caught_up, within=30, what="the cache to hold the converged object", interval=0.2)
     await assert_idempotent(operator.operator.reconciler, Request(c.namespace, c.name), mgr.client, n=10)
+
+
+class Writer:
+    """redis-py's cluster-aware client writing ``w<i>`` keys; a write counts as acknowledged when
+    WAIT 1 on the key's master (the connection that wrote it: one connection per node) says a
+    replica has it."""
+
+    def __init__(self, ip: str, *, wait_replicas: int = 1) -> None:
+        self.ip = ip
+        self.wait_replicas = wait_replicas
+        self.acked: list[str] = []
+        self.errors = 0
+        self.stop = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+    def start(self) -> Writer:
+        self.task = asyncio.create_task(self._run())
+        return self
+
+    async def _run(self) -> None:
+        client = RedisCluster(
+            host=self.ip, port=6379, decode_responses=True, socket_timeout=2, max_connections=1
+        )
+        i = 0
+        try:
+            while not self.stop.is_set():
+                key = f"w{i}"
+                try:
+                    await client.set(key, str(i))
+                    if self.wait_replicas:
+                        node = client.get_node_from_key(key)
+                        if (
+                            await client.execute_command("WAIT", self.wait_replicas, 1000, target_nodes=node)
+                            < 1
+                        ):
+                            continue
+                    self.acked.append(key)
+                    i += 1
+                except Exception:
+                    self.errors += 1
+                    await asyncio.sleep(0.05)  # back off while the cluster fails over or reshards
+        finally:
+            await client.aclose()
+
+    async def more(self, n: int, within: float = 60) -> None:
+        target = len(self.acked) + n
+        await eventually(
+            lambda: _true(len(self.acked) >= target),
+            within=within,
+            what=f"{n} more acknowledged writes",
+            interval=0.2,
+        )
+
+    async def finish(self) -> None:
+        self.stop.set()
+        if self.task is not None:
+            await self.task
+
+    async def missing(self) -> list[str]:
+        client = RedisCluster(host=self.ip, port=6379, decode_responses=True, socket_timeout=5)
+        try:
+            lost = []
+            for key in self.acked:
+                if await client.get(key) != key[1:]:
+                    lost.append(key)
+            return lost
+        finally:
+            await client.aclose()
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+def shard(c: Cluster, index: int) -> dict[str, Any]:
+    return dict(c.status()["shards"][index])
+
+
+async def test_a_crashed_and_a_hung_shard_master_fail_over_to_their_replica_losing_no_acknowledged_write(
+    operator: RunningOperator, cluster_factory: Callable[[str], Cluster]
+) -> None:
+    c = cluster_factory("fo")
+    c.create(mode="cluster", shards=3, replicasPerShard=1, downAfterMilliseconds=2000)
+    await eventually(lambda: cluster_ready(c, 3), within=120, what="3 shards Running", interval=0.3)
+    writer = Writer(c.pod_ip("fo-5")).start()
+    try:
+        await writer.more(50)
+        # 1. crash: SHUTDOWN NOSAVE; the pod restarts at once, without data (no persistence)
+        crashed = shard(c, 0)
+        victim = await c.redis(crashed["master"])
+        with contextlib.suppress(Exception):
+            await victim.execute_command("SHUTDOWN", "NOSAVE")  # type: ignore[no-untyped-call]
+        await victim.aclose()
+
+        async def taken_over(index: int, old: dict[str, Any]) -> bool:
+            now = shard(c, index)
+            return bool(
+                now["master"] == old["replicas"][0] and now["replicas"] == [old["master"]] and now["ready"]
+            )
+
+        await eventually(
+            lambda: taken_over(0, crashed), within=90, what="shard 0's replica to take over", interval=0.3
+        )
+        assert (await c.info(crashed["master"]))["role"] == "slave"  # returned empty, as a replica
+        assert shard(c, 0)["slots"] == crashed["slots"]
+        await eventually(lambda: cluster_ready(c, 3), within=90, what="Running again", interval=0.3)
+        await writer.more(50)
+        # 2. hang: SIGSTOP, then SIGCONT once the replica took over
+        hung = shard(c, 1)
+        pid = int((await _server_info(c, hung["master"]))["process_id"])
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            await eventually(
+                lambda: _true(shard(c, 1)["master"] == hung["replicas"][0]),
+                within=90,
+                what="shard 1's replica to take over from the hung master",
+                interval=0.3,
+            )
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        await eventually(
+            lambda: taken_over(1, hung), within=90, what="the resumed master to be a replica", interval=0.3
+        )
+        await eventually(lambda: cluster_ready(c, 3), within=90, what="Running again", interval=0.3)
+        await writer.more(50)
+    finally:
+        await writer.finish()
+    assert await writer.missing() == []
+    assert_check_clean(await cluster_check(c.pod_ip("fo-5")), masters=3)
+    reasons = [e["reason"] for e in c.envtest.http.get(f"/api/v1/namespaces/{c.namespace}/events")["items"]]
+    # the crash is the operator's TAKEOVER (the restarted pod is a new node), the hang Redis's election
+    assert {"ShardTakeover", "FailoverCompleted"} <= set(reasons)
+    for index in (0, 1):
+        labels_ = {"namespace": c.namespace, "name": c.name, "shard": str(index)}
+        assert registry.get_sample_value("rediscluster_shard_failovers_total", labels_) == 1
+    labels = {p: v["metadata"]["labels"]["redis.pyctrl.dev/role"] for p, v in c.pods().items()}
+    assert labels[crashed["master"]] == labels[hung["master"]] == "replica"
+    print(f"{len(writer.acked)} acknowledged writes, {writer.errors} client errors during the failovers")
+
+
+async def _server_info(c: Cluster, pod: str) -> dict[str, str]:
+    client = await c.redis(pod)
+    try:
+        return dict(await client.info("server"))
+    finally:
+        await client.aclose()

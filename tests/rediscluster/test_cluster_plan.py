@@ -17,6 +17,7 @@ from examples.rediscluster.cluster.plan import (
     Member,
     MoveSlots,
     Replicate,
+    Reset,
     SetLabels,
     Takeover,
     Wait,
@@ -232,6 +233,43 @@ def test_a_fresh_node_is_never_made_master_the_replica_of_its_old_id_takes_over(
     assert not of(p.actions, AddSlots)
 
 
+def fence(w: World, o: int) -> str:
+    """Pod ``o`` restarted without data: a new node, replica of a fake master (``cluster.resources``)."""
+    old, fake = w.ids[o], "f" * 40
+    w.extra[old] = PeerView(
+        old, "", 0, frozenset({"master", "noaddr"}), None, 0, False, frozenset(w.slots[o])
+    )
+    w.extra[fake] = PeerView(fake, "127.255.255.254", 1, frozenset({"master", "fail?"}), None, 0, False)
+    w.ids[o] = node_id(o, generation=1)
+    w.slots[o] = set()
+    w.master_of[o] = fake
+    return old
+
+
+def test_a_fenced_restarted_master_is_taken_over_by_its_replica_then_replicates_it() -> None:
+    w = World(6).formed(3)
+    old = fence(w, 0)
+    p = plan(w.members(), 3, 1)
+    assert [a for a in p.actions if not isinstance(a, SetLabels)] == [Takeover("c-1", old)]
+    w.slots[1], w.master_of[1] = set(even_layout(3)[0]), None
+    forgets = {(f.pod, f.node_id) for f in of(plan(w.members(), 3, 1).actions, Forget)}
+    assert forgets == {(f"c-{o}", old) for o in range(6)} | {(f"c-{o}", "f" * 40) for o in range(1, 6)}
+    w.extra = {}
+    assert of(plan(w.members(), 3, 1).actions, Replicate) == [Replicate("c-0", w.ids[1])]
+
+
+def test_a_shard_without_any_copy_left_restarts_empty_and_gets_its_slots_back() -> None:
+    w = World(3).formed(3, replicas_per_shard=0)
+    lost = set(w.slots[1])
+    old = fence(w, 1)
+    assert {f.node_id for f in of(plan(w.members(), 3, 0).actions, Forget)} == {old, "f" * 40}
+    w.extra = {}
+    assert of(plan(w.members(), 3, 0).actions, Reset) == [Reset("c-1")]
+    w.master_of[1] = None
+    adds = of(plan(w.members(), 3, 0, recorded={1: lost}).actions, AddSlots)
+    assert adds == [AddSlots("c-1", tuple(sorted(lost)))]
+
+
 def test_a_hung_master_is_left_to_redis_clusters_own_election() -> None:
     w = World(6).formed(3)
     w.down = {0}
@@ -239,20 +277,18 @@ def test_a_hung_master_is_left_to_redis_clusters_own_election() -> None:
     assert [a for a in p.actions if not isinstance(a, SetLabels | Wait)] == []
 
 
-def test_after_the_election_the_fresh_node_replicates_and_the_old_id_is_forgotten() -> None:
+def test_after_the_election_the_old_id_is_forgotten_and_the_fresh_node_replicates() -> None:
     w = World(6).formed(3)
     old = PeerView(w.ids[0], ip(0), 6379, frozenset({"master", "fail"}), None, 0, False, frozenset())
     w.slots[1], w.master_of[1] = w.slots[0], None
     w.ids[0] = node_id(0, generation=1)
     w.slots[0] = set()
     w.extra = {old.node_id: old}
-    p = plan(w.members(), 3, 1)
-    assert of(p.actions, Replicate) == [Replicate("c-0", w.ids[1])]
-    p = plan(w.members(), 3, 1)  # the fresh node follows only once it is known; forgetting waits for nothing
-    w.master_of[0] = w.ids[1]
     forgets = of(plan(w.members(), 3, 1).actions, Forget)
     assert {f.node_id for f in forgets} == {old.node_id}
     assert {f.pod for f in forgets} == {f"c-{o}" for o in range(6)}
+    w.extra = {}
+    assert of(plan(w.members(), 3, 1).actions, Replicate) == [Replicate("c-0", w.ids[1])]
 
 
 def test_a_shard_without_replicas_whose_node_lost_its_data_gets_its_slots_back() -> None:

@@ -10,7 +10,8 @@ message). What each wraps:
   parsed into ``nodes.NodeFacts``;
 - :func:`meet` ``CLUSTER MEET ip port``; :func:`add_slots` ``CLUSTER ADDSLOTSRANGE`` (Redis >= 7);
   :func:`replicate` ``CLUSTER REPLICATE id``; :func:`forget` ``CLUSTER FORGET id`` (an unknown
-  node is not an error: forgetting is idempotent); :func:`takeover` ``CLUSTER FAILOVER TAKEOVER``.
+  node is not an error: forgetting is idempotent); :func:`takeover` ``CLUSTER FAILOVER
+  TAKEOVER``; :func:`reset_soft` ``CLUSTER RESET SOFT``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from examples.rediscluster.cluster.nodes import NodeFacts, parse_cluster_info, p
 from examples.rediscluster.cluster.slots import ranges
 from examples.rediscluster.redis_admin import RedisCommandError, RedisConnection, _call, parse_info
 
-__all__ = ["add_slots", "cluster_facts", "forget", "meet", "replicate", "takeover"]
+__all__ = ["add_slots", "cluster_facts", "forget", "meet", "replicate", "reset_soft", "takeover"]
 
 
 async def cluster_facts(conn: RedisConnection) -> NodeFacts:
@@ -51,6 +52,11 @@ async def cluster_facts(conn: RedisConnection) -> NodeFacts:
 async def takeover(conn: RedisConnection) -> None:
     """``CLUSTER FAILOVER TAKEOVER`` on a replica: it claims its master's slots without agreement."""
     await _call(conn, ("CLUSTER", "FAILOVER", "TAKEOVER"))
+
+
+async def reset_soft(conn: RedisConnection) -> None:
+    """``CLUSTER RESET SOFT``: a replica becomes an empty master knowing no other node."""
+    await _call(conn, ("CLUSTER", "RESET", "SOFT"))
 
 
 async def meet(conn: RedisConnection, peer_ip: str, peer_port: int) -> None:

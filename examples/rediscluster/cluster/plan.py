@@ -25,6 +25,8 @@ the pod patch for labels, ``cluster.mover`` for slot moves in the background). M
    case Redis cannot detect — the old master's pod came back *without data as a new node* at the
    same address, leaving the old ID ``noaddr`` and never FAIL — is a :class:`Takeover` by the
    shard's most up-to-date replica, once every pod answers and none carries the old ID.
+   A shard none of whose pods holds its data any more (every pod a fenced replica: see
+   ``cluster.resources``) gets its first pod back as an empty master with :class:`Reset`.
 5. **Forget** nodes no pod is any more (a pod restarted without persistence comes back with a new
    ID), once they fail and serve no slot — or serve slots no pod can take over (a shard without
    replicas: its slots then go back to the shard's pod by rule 3). Departing shards (scale-in)
@@ -54,6 +56,7 @@ __all__ = [
     "MoveSlots",
     "Plan",
     "Replicate",
+    "Reset",
     "SetLabels",
     "Takeover",
     "Wait",
@@ -123,6 +126,13 @@ class Takeover:
 
 
 @dataclass(frozen=True, slots=True)
+class Reset:
+    """``CLUSTER RESET SOFT`` on fenced replica ``pod``: it becomes an empty master (rule 4c)."""
+
+    pod: str
+
+
+@dataclass(frozen=True, slots=True)
 class Forget:
     pod: str
     node_id: str
@@ -150,7 +160,7 @@ class Wait:
     reason: str
 
 
-Action = Meet | AddSlots | Replicate | Takeover | Forget | MoveSlots | SetLabels | Wait
+Action = Meet | AddSlots | Replicate | Takeover | Reset | Forget | MoveSlots | SetLabels | Wait
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,21 +279,46 @@ def _followed(c: _Cluster, node_id: str) -> bool:
     return any(m.facts is not None and m.facts.me.master_id == node_id for m in c.reachable)
 
 
+def _slot_holders(c: _Cluster) -> set[str]:
+    """IDs of nodes no pod is that some view still gives slots to (their replicas may take over)."""
+    return set(_foreign_claims(c).values())
+
+
 def _master_of(c: _Cluster, shard: int) -> Member | None:
     """Rule 4: the pod serving the shard's slots; else, when every pod of the shard answers and
-    none replicates a node outside the shard's slot-less masters (the shard never served), the
-    master they follow or the lowest-ordinal one; else None (an election or a pod's return decides)."""
+    none replicates a node outside the pods that still holds slots (an election or a takeover is
+    due), the slot-less master the shard's pods follow, or its lowest-ordinal one; else None."""
     pods = c.of_shard(shard)
     serving = [m for m in pods if m.reachable and m.is_master and m.slots]
     if serving:
         return min(serving, key=lambda m: (-len(m.slots), m.ordinal))
     if not pods or not all(m.reachable for m in pods):
         return None
-    masters = [m for m in pods if m.is_master]
     followed = [m.facts.me.master_id or "" for m in pods if m.facts is not None and m.facts.me.master_id]
-    if set(followed) - {m.node_id for m in masters}:
-        return None  # a pod replicates a node that serves nothing here: its election decides
+    if set(followed) & _slot_holders(c):
+        return None
+    masters = [m for m in pods if m.is_master]
     return min(masters, key=lambda m: (-followed.count(m.node_id or ""), m.ordinal), default=None)
+
+
+def _reset(c: _Cluster) -> list[Action]:
+    """Rule 4c: a shard whose every pod is a fenced replica (restarted without data; see
+    ``cluster.resources``) and none of which can take over (no copy of its slots survived:
+    ``replicasPerShard: 0`` or every pod lost its data) gets its first pod back as an empty master
+    (``CLUSTER RESET SOFT``), so the slots are served again, empty."""
+    if not c.all_answer:
+        return []
+    holders = _slot_holders(c)
+    ids = {m.node_id for m in c.members}
+    out: list[Action] = []
+    for shard in range(c.shards):
+        pods = c.of_shard(shard)
+        if not pods or any(m.is_master for m in pods):
+            continue
+        masters = [m.facts.me.master_id for m in pods if m.facts is not None]
+        if all(x is not None and x not in ids and x not in holders for x in masters):
+            out.append(Reset(pods[0].pod))
+    return out
 
 
 def _claimed(c: _Cluster) -> set[int]:
@@ -441,9 +476,10 @@ def plan(
         _open_slots,
         _meet,
         _takeover,
+        _forget,
+        _reset,
         lambda c: _assign(c, recorded or {}),
         _replicate,
-        _forget,
         _rebalance,
     ):
         actions = rule(c)

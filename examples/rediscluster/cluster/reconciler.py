@@ -39,6 +39,7 @@ from examples.rediscluster.cluster.plan import (
     MoveSlots,
     Plan,
     Replicate,
+    Reset,
     SetLabels,
     Takeover,
     Wait,
@@ -188,6 +189,14 @@ class ClusterModeReconciler:
                         )
                         shard = shard_of(by_pod[pod].ordinal, cluster.spec.replicas_per_shard)
                         cluster_metrics.observe_failover(cluster.namespace, cluster.name, shard)
+                    case Reset(pod=pod):
+                        await admin.reset_soft(conn(pod))
+                        self.recorder.event(
+                            cluster,
+                            "Warning",
+                            "ShardDataLost",
+                            f"{pod} restarts its shard empty: no copy survived",
+                        )
                     case Forget(pod=pod, node_id=node_id):
                         await admin.forget(conn(pod), node_id)
                     case MoveSlots():

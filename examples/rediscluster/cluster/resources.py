@@ -12,8 +12,11 @@ handling, persistence, resources and PodDisruptionBudget) with these differences
   ``cluster-allow-replica-migration no`` (replicas stay in their shard: the operator owns
   membership);
 - the start script passes ``--cluster-announce-ip $POD_IP`` (peers dial the pod's IP) and, without
-  persistence, deletes ``nodes.conf`` first: a node that lost its data must come back as a new,
-  empty node without slots, never as the old master claiming its slots with an empty dataset;
+  persistence, *fences* a restarted container (``nodes.conf`` already there, the data gone): it
+  comes back as a new node, a replica of an address where nothing listens, never as the old
+  master claiming its slots with an empty dataset, and never a sync source for the old master's
+  replicas (a replica with its link down refuses SYNC); the operator then attaches it to the
+  shard's new master (``cluster.plan``);
 - Services: only the headless one (``<name>-headless``, ports redis and bus): clients are
   cluster-aware and learn the slot map from any node (``CLUSTER SLOTS``), which replaces the
   master Service of replication mode;
@@ -81,13 +84,29 @@ def cluster_redis_conf(spec: RedisClusterSpec) -> str:
     )
 
 
+# Without persistence, a container that restarts in the same pod (its emptyDir, and nodes.conf,
+# survive) has lost its data: it boots as a *new* node that is a replica of a master that does not
+# exist (an address where nothing listens). A replica whose master link is down refuses to be a
+# sync source (-NOMASTERLINK), so the old master's replicas, still pointed at this address, keep
+# their data and one of them takes over; the operator then makes this node a replica of it.
+_FENCE = (
+    "if [ -s /data/nodes.conf ]; then "
+    "me=$(od -An -N20 -tx1 /dev/urandom | tr -d ' \\n'); "
+    "fence=$(od -An -N20 -tx1 /dev/urandom | tr -d ' \\n'); "
+    "printf '%s %s:6379@16379 myself,slave %s 0 0 0 connected\\n"
+    "%s 127.255.255.254:1@2 master - 0 0 0 connected\\n"
+    'vars currentEpoch 0 lastVoteEpoch 0\\n\' "$me" "$POD_IP" "$fence" "$fence" > /data/nodes.conf; '
+    "fi"
+)
+
+
 def _start_script(spec: RedisClusterSpec) -> str:
     start = (
         "exec redis-server /etc/redis/redis.conf "
         '--bind "$POD_IP" --cluster-announce-ip "$POD_IP" --replica-announce-ip "$POD_IP"'
     )
     if not spec.enable_persistence:
-        start = f"rm -f /data/nodes.conf\n{start}"
+        start = f"{_FENCE}\n{start}"
     if spec.auth is None:
         return start
     return f'{start} - <<EOF\nrequirepass "$REDIS_PASSWORD"\nmasterauth "$REDIS_PASSWORD"\nEOF\n'

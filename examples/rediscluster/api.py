@@ -242,7 +242,7 @@ class RedisClusterStatus(KubeModel):
     slots_to_move: int | None = None
     """Cluster mode: slots a running resharding still has to move (0 when balanced)."""
     resharding: str | None = None
-    """Cluster mode: the running resharding, e.g. "3 -> 4 shards"."""
+    """Cluster mode: the running resharding, e.g. "resharding to 4 shards"."""
 
 
 class RedisCluster(KubeObject):

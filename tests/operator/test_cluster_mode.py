@@ -9,8 +9,11 @@ import contextlib
 import os
 import re
 import signal
+import subprocess
+import sys
 from asyncio.subprocess import PIPE, STDOUT
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +27,8 @@ from pyctrl.testing import assert_idempotent, eventually
 from tests.operator.conftest import Cluster, RunningOperator
 
 pytestmark = pytest.mark.controlplane
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 async def cluster_check(ip: str) -> str:
@@ -264,7 +269,8 @@ async def test_a_crashed_and_a_hung_shard_master_fail_over_to_their_replica_losi
     assert await writer.missing() == []
     assert_check_clean(await cluster_check(c.pod_ip("fo-5")), masters=3)
     reasons = [e["reason"] for e in c.envtest.http.get(f"/api/v1/namespaces/{c.namespace}/events")["items"]]
-    # the crash is the operator's TAKEOVER (the restarted pod is a new node), the hang Redis's election
+    # the crash is the operator's TAKEOVER (the restarted pod is a new node), the hang Redis's election;
+    # each is one failover of its shard
     assert {"ShardTakeover", "FailoverCompleted"} <= set(reasons)
     for index in (0, 1):
         labels_ = {"namespace": c.namespace, "name": c.name, "shard": str(index)}
@@ -280,3 +286,153 @@ async def _server_info(c: Cluster, pod: str) -> dict[str, str]:
         return dict(await client.info("server"))
     finally:
         await client.aclose()
+
+
+def set_shards(c: Cluster, shards: int) -> None:
+    c.envtest.http.request(
+        "PATCH",
+        f"{c.base}/{c.name}",
+        {"spec": {"shards": shards}},
+        content_type="application/merge-patch+json",
+    )
+
+
+async def fill(ip: str, n: int) -> None:
+    """``n`` keys ``seed<i>`` through the cluster-aware client, in pipelines."""
+    client = RedisCluster(host=ip, port=6379, decode_responses=True)
+    try:
+        for start in range(0, n, 1000):
+            pipe = client.pipeline()
+            for i in range(start, min(n, start + 1000)):
+                pipe.set(f"seed{i}", str(i))
+            await pipe.execute()
+    finally:
+        await client.aclose()
+
+
+async def all_seeds_readable(ip: str, n: int) -> list[int]:
+    client = RedisCluster(host=ip, port=6379, decode_responses=True)
+    try:
+        missing = []
+        for start in range(0, n, 1000):
+            pipe = client.pipeline()
+            for i in range(start, min(n, start + 1000)):
+                pipe.get(f"seed{i}")
+            values = await pipe.execute()
+            missing += [start + k for k, v in enumerate(values) if v != str(start + k)]
+        return missing
+    finally:
+        await client.aclose()
+
+
+async def test_resharding_3_to_4_to_3_shards_under_writes_loses_nothing_and_balances(
+    operator: RunningOperator, cluster_factory: Callable[[str], Cluster]
+) -> None:
+    c = cluster_factory("rs")
+    c.create(mode="cluster", shards=3, replicasPerShard=1, downAfterMilliseconds=2000)
+    await eventually(lambda: cluster_ready(c, 3), within=120, what="3 shards Running", interval=0.3)
+    seed_ip = c.pod_ip("rs-0")
+    await fill(seed_ip, 5000)
+    writer = Writer(seed_ip).start()
+    try:
+        await writer.more(30)
+        set_shards(c, 4)
+        await eventually(lambda: cluster_ready(c, 4), within=240, what="4 balanced shards", interval=0.5)
+        assert_check_clean(await cluster_check(c.pod_ip("rs-7")), masters=4)
+        assert sorted(s["slotCount"] for s in c.status()["shards"]) == [4096] * 4
+        await writer.more(30)
+        set_shards(c, 3)
+        await eventually(lambda: cluster_ready(c, 3), within=240, what="3 balanced shards", interval=0.5)
+        await eventually(
+            lambda: _true(len(c.pods()) == 6), within=90, what="the 4th shard's pods gone", interval=0.5
+        )
+        await writer.more(30)
+    finally:
+        await writer.finish()
+    report = await cluster_check(c.pod_ip("rs-0"))
+    assert_check_clean(report, masters=3)
+    assert await writer.missing() == []
+    assert await all_seeds_readable(seed_ip, 5000) == []
+    for pod in c.pods():  # the removed nodes are forgotten everywhere
+        nodes = await cluster_nodes(c.pod_ip(pod))
+        assert len(nodes) == 6, nodes
+    reasons = [e["reason"] for e in c.envtest.http.get(f"/api/v1/namespaces/{c.namespace}/events")["items"]]
+    assert reasons.count("ReshardingCompleted") >= 2
+    labels = {"namespace": c.namespace, "name": c.name}
+    assert (registry.get_sample_value("rediscluster_keys_migrated_total", labels) or 0) > 0
+    assert registry.get_sample_value("rediscluster_slots_to_move", labels) == 0
+    print(f"{len(writer.acked)} acknowledged writes, {writer.errors} client errors during 3 -> 4 -> 3")
+
+
+async def cluster_nodes(ip: str) -> list[str]:
+    client = aioredis.Redis(host=ip, port=6379, socket_timeout=5, decode_responses=True)
+    try:
+        text = await client.execute_command("CLUSTER", "NODES")  # type: ignore[no-untyped-call]
+    finally:
+        await client.aclose()
+    return [line for line in str(text).splitlines() if line.strip()]
+
+
+async def open_slots(c: Cluster) -> set[int]:
+    found: set[int] = set()
+    for pod in c.pods():
+        for line in await cluster_nodes(c.pod_ip(pod)):
+            if "myself" in line:
+                found |= {int(m) for m in re.findall(r"\[(\d+)-[<>]-", line)}
+    return found
+
+
+async def test_an_operator_sigkilled_mid_resharding_repairs_the_open_slots_and_completes(
+    operator_kubeconfig: Path, namespace: str, cluster_factory: Callable[[str], Cluster], tmp_path: Path
+) -> None:
+    log = (tmp_path / "operator.log").open("w")
+
+    def spawn() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "examples.rediscluster",
+                f"--kubeconfig={operator_kubeconfig}",
+                f"--namespace={namespace}",
+                "--metrics-bind-address=0",
+                "--health-probe-bind-address=0",
+            ],
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+    procs = [spawn()]
+    try:
+        c = cluster_factory("rk")
+        c.create(mode="cluster", shards=3, replicasPerShard=0, downAfterMilliseconds=2000)
+        await eventually(lambda: cluster_ready(c, 3, 0), within=120, what="3 shards Running", interval=0.3)
+        await fill(c.pod_ip("rk-0"), 20000)
+        set_shards(c, 4)
+
+        async def moving() -> bool:
+            left = c.status().get("slotsToMove") or 0
+            return 0 < left < 4000
+
+        await eventually(moving, within=120, what="the resharding under way", interval=0.1)
+        procs[0].kill()  # SIGKILL: no shutdown, the slot being moved stays open
+        procs[0].wait(10)
+        left_open = await open_slots(c)
+        procs.append(spawn())
+        await eventually(lambda: cluster_ready(c, 4, 0), within=240, what="4 balanced shards", interval=0.5)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+        log.close()
+    assert_check_clean(await cluster_check(c.pod_ip("rk-0")), masters=4)
+    assert await open_slots(c) == set()
+    assert await all_seeds_readable(c.pod_ip("rk-0"), 20000) == []
+    events = c.envtest.http.get(f"/api/v1/namespaces/{c.namespace}/events")["items"]
+    completed = [e["message"] for e in events if e["reason"] == "ReshardingCompleted"]
+    if left_open:  # the kill landed inside a slot's move: the new leader repaired it first
+        assert any(m.startswith("repair of open slots") for m in completed), completed
+    assert any(m.startswith("resharding to 4 shards") for m in completed), completed
+    print(f"open slots left by the SIGKILL: {sorted(left_open)}")

@@ -14,8 +14,9 @@ Moving slot ``s`` from A to B, idempotent at every step (a repeat after a crash 
 2. on A ``CLUSTER SETSLOT s MIGRATING B`` (skipped when A no longer owns ``s``);
 3. until A holds no key of ``s``: ``CLUSTER GETKEYSINSLOT s batch`` on A, then
    ``MIGRATE B "" 0 timeout REPLACE KEYS ...`` (A's copy is the authoritative one; REPLACE only
-   matters for a key a crash left on both) — clients meanwhile get ``-ASK`` for moved keys;
-4. ``CLUSTER SETSLOT s NODE B`` on B, then A, then every other master.
+   matters for a key a crash left on both) — clients meanwhile get ``-ASK`` for moved keys, and a
+   MIGRATING A creates no new key of ``s``, so a batch shorter than ``batch`` was the last;
+4. ``CLUSTER SETSLOT s NODE B`` on B, then on A and every other master at once.
 
 A failing command (timeout, BUSYKEY, a node down) is retried with exponential backoff (0.1 s to
 5 s) and counted in :class:`Progress` (``errors``, ``last_error``); keys are never deleted other
@@ -63,7 +64,7 @@ class Transfer:
 class Job:
     """Transfers to run in order; ``masters``: every master, told the new owner of each slot."""
 
-    label: str  # e.g. "3 -> 4 shards" or "repair of open slots"
+    label: str  # e.g. "resharding to 4 shards" or "repair of open slots"
     transfers: tuple[Transfer, ...]
     masters: tuple[Endpoint, ...]
 
@@ -227,13 +228,18 @@ class SlotMover:
             if reply not in (b"OK", "OK", True, b"NOKEY", "NOKEY"):
                 raise _Retry(f"MIGRATE slot {slot}: {reply!r}")
             moved += len(keys)
-        await dst.execute_command("CLUSTER", "SETSLOT", slot, "NODE", t.target.node_id)  # type: ignore[no-untyped-call]
-        await src.execute_command("CLUSTER", "SETSLOT", slot, "NODE", t.target.node_id)  # type: ignore[no-untyped-call]
-        for m in job.masters:
-            if m.node_id in (t.source.node_id, t.target.node_id):
-                continue
-            with contextlib.suppress(rexc.RedisError, OSError):  # gossip tells a node we cannot reach
-                await client(m).execute_command("CLUSTER", "SETSLOT", slot, "NODE", t.target.node_id)  # type: ignore[no-untyped-call]
+            if len(keys) < self._batch:
+                break  # all its keys were listed; a MIGRATING source creates no new key (-ASK)
+        node = ("CLUSTER", "SETSLOT", slot, "NODE", t.target.node_id)
+        await dst.execute_command(*node)  # type: ignore[no-untyped-call]
+        others = [client(m) for m in job.masters if m.node_id not in (t.source.node_id, t.target.node_id)]
+        results = await asyncio.gather(
+            src.execute_command(*node),  # type: ignore[no-untyped-call]
+            *(o.execute_command(*node) for o in others),  # type: ignore[no-untyped-call]
+            return_exceptions=True,
+        )
+        if isinstance(results[0], BaseException):  # the others learn it by gossip if unreachable
+            raise results[0]
         return moved
 
 

@@ -46,7 +46,6 @@ from examples.rediscluster.cluster.plan import (
     plan,
 )
 from examples.rediscluster.cluster.resources import cluster_children
-from examples.rediscluster.cluster.slots import shard_of
 from examples.rediscluster.cluster.status import Resharding, cluster_status
 from examples.rediscluster.observe import ordinal, pod_ready
 from examples.rediscluster.redis_admin import RedisConnection
@@ -80,10 +79,12 @@ class ClusterModeReconciler:
         self.recorder = recorder
         self.mover = mover
         self.io_timeout = io_timeout
+        self._serving: dict[tuple[str, str], dict[int, tuple[str, tuple[str, ...]]]] = {}
 
     def forget(self, namespace: str, name: str) -> None:
         """The cluster is gone: stop its migration and drop its metrics."""
         self.mover.forget((namespace, name))
+        self._serving.pop((namespace, name), None)
         cluster_metrics.forget(namespace, name, 100)
 
     async def reconcile(self, cluster: RedisCluster, password: str | None, now: str) -> Result:
@@ -187,8 +188,6 @@ class ClusterModeReconciler:
                             "ShardTakeover",
                             f"{pod} takes over the slots of {dead_id[:8]} (its pod came back without data)",
                         )
-                        shard = shard_of(by_pod[pod].ordinal, cluster.spec.replicas_per_shard)
-                        cluster_metrics.observe_failover(cluster.namespace, cluster.name, shard)
                     case Reset(pod=pod):
                         await admin.reset_soft(conn(pod))
                         self.recorder.event(
@@ -222,7 +221,7 @@ class ClusterModeReconciler:
         key = (cluster.namespace, cluster.name)
         progress = self.mover.progress(key)
         if progress is not None and self.mover.running(key):
-            target = f"-> {cluster.spec.shards} shards"
+            target = f"to {cluster.spec.shards} shards"
             waiting = None
             if progress.label != _REPAIR and not progress.label.endswith(target):
                 waiting = f"the change to {cluster.spec.shards} shards"
@@ -250,7 +249,7 @@ class ClusterModeReconciler:
         transfers = tuple(
             Transfer(endpoint(mv.source), endpoint(mv.target), mv.slots) for mv in the_plan.moves
         )
-        job = Job(_label(members, cluster, the_plan), transfers, masters)
+        job = Job(_label(cluster, the_plan), transfers, masters)
         self.mover.submit(key, job, password)
         moves = ", ".join(f"{len(mv.slots)} {mv.source} -> {mv.target}" for mv in the_plan.moves)
         self.recorder.event(cluster, "Normal", "ReshardingStarted", f"{job.label}: moving slots {moves}")
@@ -285,18 +284,27 @@ class ClusterModeReconciler:
     def _announce_failovers(
         self, cluster: RedisCluster, old: RedisClusterStatus, new: RedisClusterStatus
     ) -> None:
-        before = {s.index: s for s in old.shards or []}
+        """Event and metric when a shard's slots are served by another of its pods than before.
+
+        The last serving pod is remembered across reconciles (a shard shows no master while its
+        master does not answer), seeded from the stored status after an operator restart."""
+        key = (cluster.namespace, cluster.name)
+        seen = self._serving.setdefault(key, {})
+        for shard in old.shards or []:
+            if shard.master and shard.slot_count:
+                seen.setdefault(shard.index, (shard.master, tuple(shard.slots)))
         for shard in new.shards or []:
-            prev = before.get(shard.index)
-            if prev is None or prev.master is None or shard.master is None or prev.master == shard.master:
+            if not shard.master or not shard.slot_count:
                 continue
-            if not shard.slot_count or shard.slots != prev.slots:
-                continue  # a master change with the slots moving is a resharding step, not a failover
+            prev = seen.get(shard.index)
+            seen[shard.index] = (shard.master, tuple(shard.slots))
+            if prev is None or prev[0] == shard.master or prev[1] != tuple(shard.slots):
+                continue  # unchanged, or the slots moved: a resharding step, not a failover
             self.recorder.event(
                 cluster,
                 "Normal",
                 "FailoverCompleted",
-                f"shard {shard.index}: {shard.master} serves its slots in place of {prev.master}",
+                f"shard {shard.index}: {shard.master} serves its slots in place of {prev[0]}",
             )
             cluster_metrics.observe_failover(cluster.namespace, cluster.name, shard.index)
 
@@ -316,8 +324,7 @@ def _is_repair(the_plan: Plan) -> bool:
 _REPAIR = "repair of open slots"
 
 
-def _label(members: list[Member], cluster: RedisCluster, the_plan: Plan) -> str:
+def _label(cluster: RedisCluster, the_plan: Plan) -> str:
     if _is_repair(the_plan):
         return _REPAIR
-    serving = sum(1 for m in members if m.is_master and m.slots)
-    return f"{serving} -> {cluster.spec.shards} shards"
+    return f"resharding to {cluster.spec.shards} shards"

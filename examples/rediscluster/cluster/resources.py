@@ -17,6 +17,9 @@ handling, persistence, resources and PodDisruptionBudget) with these differences
   master claiming its slots with an empty dataset, and never a sync source for the old master's
   replicas (a replica with its link down refuses SYNC); the operator then attaches it to the
   shard's new master (``cluster.plan``);
+- StatefulSet ``updateStrategy: OnDelete``: a changed template (image, redis.conf) reaches a pod
+  when it restarts; the StatefulSet never rolls the shards itself (a rolling restart would take
+  masters down one after another with no failover first);
 - Services: only the headless one (``<name>-headless``, ports redis and bus): clients are
   cluster-aware and learn the slot map from any node (``CLUSTER SLOTS``), which replaces the
   master Service of replication mode;
@@ -130,6 +133,8 @@ def cluster_children(cluster: RedisCluster, replicas: int | None = None) -> list
                 {"name": "bus", "port": BUS_PORT, "targetPort": BUS_PORT, "protocol": "TCP"}
             )
         elif kind == "StatefulSet":
+            # a rolling update would restart shard after shard without failing each over first
+            child["spec"]["updateStrategy"] = {"type": "OnDelete"}
             template = child["spec"]["template"]
             template["metadata"]["annotations"]["redis.pyctrl.dev/config-hash"] = hashlib.sha256(
                 conf.encode()

@@ -190,6 +190,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--backup", action="store_true", help="show a backup to S3 and a restore instead of a failover"
     )
+    parser.add_argument(
+        "--mode",
+        choices=("replication", "cluster"),
+        default="replication",
+        help="the RedisCluster spec.mode to show",
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     try:
@@ -197,6 +203,10 @@ def main(argv: list[str] | None = None) -> int:
             from examples.rediscluster.backup.demo import run_backup_demo
 
             return run_backup_demo(args.keep)
+        if args.mode == "cluster":
+            from examples.rediscluster.cluster.demo import run_cluster  # imports this module
+
+            return run_cluster(args.keep)
         return run(args.keep)
     except (RuntimeError, TimeoutError) as exc:
         say(f"error: {exc}")

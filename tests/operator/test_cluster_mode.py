@@ -436,3 +436,48 @@ async def test_an_operator_sigkilled_mid_resharding_repairs_the_open_slots_and_c
         assert any(m.startswith("repair of open slots") for m in completed), completed
     assert any(m.startswith("resharding to 4 shards") for m in completed), completed
     print(f"open slots left by the SIGKILL: {sorted(left_open)}")
+
+
+async def test_every_pod_deleted_at_once_with_persistence_reforms_at_the_new_ips_with_its_data(
+    operator: RunningOperator, cluster_factory: Callable[[str], Cluster]
+) -> None:
+    c = cluster_factory("pr")
+    c.create(mode="cluster", shards=3, replicasPerShard=0, enablePersistence=True, storageSize="64Mi")
+    await eventually(lambda: cluster_ready(c, 3, 0), within=180, what="3 shards Running", interval=0.3)
+    await fill(c.pod_ip("pr-0"), 3000)
+    old = {pod: c.pod_ip(pod) for pod in c.pods()}
+    ids = {}
+    for pod, ip in old.items():  # the whole dataset into each AOF's base file, fsynced
+        client = aioredis.Redis(host=ip, port=6379, socket_timeout=5, decode_responses=True)
+        try:
+            ids[pod] = await client.execute_command("CLUSTER", "MYID")  # type: ignore[no-untyped-call]
+            await client.execute_command("BGREWRITEAOF")  # type: ignore[no-untyped-call]
+
+            async def rewritten(client: aioredis.Redis = client) -> bool:
+                info = await client.info("persistence")
+                return bool(info["aof_rewrite_in_progress"] == 0 and info["aof_rewrite_scheduled"] == 0)
+
+            await eventually(rewritten, within=60, what=f"{pod}'s AOF rewrite", interval=0.2)
+        finally:
+            await client.aclose()
+    selector = f"app.kubernetes.io/instance%3D{c.name}"
+    c.envtest.http.request("DELETE", f"/api/v1/namespaces/{c.namespace}/pods?labelSelector={selector}")
+
+    async def reformed() -> bool:
+        pods = c.pods()
+        if len(pods) != 3 or any(
+            not p.get("status", {}).get("podIP") or p["status"]["podIP"] == old.get(n)
+            for n, p in pods.items()
+        ):
+            return False
+        return await cluster_ready(c, 3, 0)
+
+    await eventually(reformed, within=240, what="the cluster re-formed at new IPs", interval=0.5)
+    assert_check_clean(await cluster_check(c.pod_ip("pr-2")), masters=3)
+    for pod in c.pods():  # the same nodes (IDs kept in nodes.conf on the PVC), at their new IPs
+        client = aioredis.Redis(host=c.pod_ip(pod), port=6379, socket_timeout=5, decode_responses=True)
+        try:
+            assert await client.execute_command("CLUSTER", "MYID") == ids[pod]  # type: ignore[no-untyped-call]
+        finally:
+            await client.aclose()
+    assert await all_seeds_readable(c.pod_ip("pr-0"), 3000) == []

@@ -151,7 +151,7 @@ def test_mode_and_replicas_per_shard_are_immutable_and_cluster_mode_refuses_kube
     ]:
         with pytest.raises(ApiError) as err:
             envtest.http.request("PATCH", path, {"spec": patch}, content_type="application/merge-patch+json")
-        assert err.value.status == 422
+        assert err.value.code == 422
         assert field in str(err.value)
         assert message in str(err.value)
     refused = kubectl_run(envtest, kubeconfig, "-n", namespace, "scale", "rdc/cm", "--replicas=5")

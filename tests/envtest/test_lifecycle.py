@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pyctrl.envtest import AlreadyRunning, Environment
+from pyctrl.envtest import AlreadyRunning, Environment, NodeError
 from pyctrl.envtest._http import poll_until
 from pyctrl.envtest._process import pid_alive
 
@@ -66,32 +66,7 @@ def test_a_taken_preferred_port_is_replaced_by_a_free_one() -> None:
             assert env.http.get("/version")["gitVersion"].startswith("v1.")
 
 
-def test_cli_start_status_stop_round_trip(state_dir: Path) -> None:
-    started = envtest_cli("start", "--state-dir", str(state_dir), "--no-local-node")
-    assert started.returncode == 0, started.stderr
-    assert started.stdout.strip() == str(state_dir / "kubeconfig")
-    pids = Environment.attach(state_dir).pids()
-    assert all(pid_alive(pid) for pid in pids.values())
-
-    again = envtest_cli("start", "--state-dir", str(state_dir), "--no-local-node")
-    assert again.returncode == 0
-    assert "already running" in again.stderr
-    assert Environment.attach(state_dir).pids() == pids
-
-    status = envtest_cli("status", "--state-dir", str(state_dir))
-    assert status.returncode == 0
-    assert status.stdout.count("running") == 4
-
-    no_node = envtest_cli("node", "stop", "local-node", "--state-dir", str(state_dir))
-    assert no_node.returncode == 2
-    assert "no node 'local-node' in this environment; its nodes: none" in no_node.stderr
-
-    stopped = envtest_cli("stop", "--state-dir", str(state_dir))
-    assert stopped.returncode == 0, stopped.stderr
-    assert [pid for pid in pids.values() if pid_alive(pid)] == []
-
-
-def test_cli_nodes_stop_and_start_and_refuse_bad_input(state_dir: Path) -> None:
+def test_cli_start_status_node_stop_start_and_stop_round_trip(state_dir: Path) -> None:
     zero = envtest_cli("start", "--state-dir", str(state_dir), "--nodes", "0")
     assert zero.returncode == 2
     assert "--nodes: must be at least 1, got 0" in zero.stderr
@@ -99,9 +74,20 @@ def test_cli_nodes_stop_and_start_and_refuse_bad_input(state_dir: Path) -> None:
 
     started = envtest_cli("start", "--state-dir", str(state_dir), "--nodes", "2")
     assert started.returncode == 0, started.stderr
+    assert started.stdout.strip() == str(state_dir / "kubeconfig")
     env = Environment.attach(state_dir)
     assert env.node_names == ["local-node-1", "local-node-2"]
-    node_pid = env.pids()["local-node-2"]
+    pids = env.pids()
+    assert all(pid_alive(pid) for pid in pids.values())
+
+    again = envtest_cli("start", "--state-dir", str(state_dir), "--nodes", "2")
+    assert again.returncode == 0
+    assert "already running" in again.stderr
+    assert Environment.attach(state_dir).pids() == pids
+
+    status = envtest_cli("status", "--state-dir", str(state_dir))
+    assert status.returncode == 0
+    assert status.stdout.count("running") == 6  # four components and two nodes
 
     def node(*args: str) -> subprocess.CompletedProcess[str]:
         return envtest_cli("node", *args, "--state-dir", str(state_dir))
@@ -111,6 +97,7 @@ def test_cli_nodes_stop_and_start_and_refuse_bad_input(state_dir: Path) -> None:
     assert (
         "no node 'local-node-9' in this environment; its nodes: local-node-1, local-node-2" in unknown.stderr
     )
+    node_pid = pids["local-node-2"]
     running = node("start", "local-node-2")
     assert running.returncode == 2
     assert f"node 'local-node-2' is already running (pid {node_pid})" in running.stderr
@@ -127,15 +114,25 @@ def test_cli_nodes_stop_and_start_and_refuse_bad_input(state_dir: Path) -> None:
 
     on = node("start", "local-node-2")
     assert on.returncode == 0, on.stderr
-    again = Environment.attach(state_dir)
-    assert pid_alive(again.pids()["local-node-2"])
-    ready = again.http.get("/api/v1/nodes/local-node-2")["status"]["conditions"]
+    restarted = Environment.attach(state_dir).pids()
+    assert pid_alive(restarted["local-node-2"])
+    ready = env.http.get("/api/v1/nodes/local-node-2")["status"]["conditions"]
     assert {"type": "Ready", "status": "True"}.items() <= next(
         c for c in ready if c["type"] == "Ready"
     ).items()
 
-    assert envtest_cli("stop", "--state-dir", str(state_dir)).returncode == 0
-    assert [pid for pid in again.pids().values() if pid_alive(pid)] == []
+    stopped = envtest_cli("stop", "--state-dir", str(state_dir))
+    assert stopped.returncode == 0, stopped.stderr
+    assert [pid for pid in {**pids, **restarted}.values() if pid_alive(pid)] == []
+
+
+def test_an_environment_without_nodes_names_none(tmp_path: Path) -> None:
+    env = Environment(state_dir=tmp_path, local_node=False)
+    assert env.node_names == []
+    with pytest.raises(NodeError, match=r"no node 'local-node' in this environment; its nodes: none"):
+        env.stop_node("local-node")
+    with pytest.raises(ValueError, match="nodes must be at least 1, got 0"):
+        Environment(state_dir=tmp_path, nodes=0)
 
 
 def test_start_recovers_a_stale_state_dir_from_a_killed_run(state_dir: Path) -> None:

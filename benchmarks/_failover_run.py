@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from benchmarks._failover_systems import System, redis_client, redis_info, until
 
-__all__ = ["FAULTS", "Outcome", "one_run"]
+__all__ = ["FAULTS", "Outcome", "Writer", "longest_pause", "lost_writes", "one_run"]
 
 #: Scenario name -> how the master's redis-server is faulted.
 FAULTS = {"crash": "SHUTDOWN NOSAVE", "hang": "SIGSTOP", "kill": "SIGKILL"}
@@ -111,9 +111,24 @@ async def _inject(fault: str, ip: str) -> int:
     return pid
 
 
-def _longest_pause(times: list[float], start: float, end: float) -> float:
+def longest_pause(times: list[float], start: float, end: float) -> float:
+    """The longest gap between acknowledged writes in ``[start, end]`` (its ends count as writes)."""
     points = [start, *(t for t in times if start < t < end), end]
     return max(b - a for a, b in itertools.pairwise(points))
+
+
+async def lost_writes(system: System, writer: Writer) -> int:
+    """Acknowledged writes the system's master does not hold (all of them when none is named)."""
+    master = await system.discover()
+    if master is None:
+        return len(writer.acked)
+    client = redis_client(system.pods[master], 5)
+    try:
+        keys = [f"{writer.prefix}:{i}" for _, i, _ in writer.acked]
+        values = await client.mget(keys) if keys else []
+        return sum(v != str(i).encode() for (_, i, _), v in zip(writer.acked, values, strict=True))
+    finally:
+        await client.aclose()
 
 
 async def one_run(system: System, fault: str, deadline: float = 60.0) -> Outcome:
@@ -154,23 +169,14 @@ async def one_run(system: System, fault: str, deadline: float = 60.0) -> Outcome
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGCONT)
         await writer.stop()
-    master = await system.discover()
-    lost = len(writer.acked)
-    if master is not None:
-        client = redis_client(system.pods[master], 5)
-        try:
-            keys = [f"{writer.prefix}:{i}" for _, i, _ in writer.acked]
-            values = await client.mget(keys) if keys else []
-            lost = sum(v != str(i).encode() for (_, i, _), v in zip(writer.acked, values, strict=True))
-        finally:
-            await client.aclose()
+    lost = await lost_writes(system, writer)
     return Outcome(
         system=system.name,
         fault=fault,
         decided_s=None if decided is None else decided - faulted,
         promoted_s=None if promoted is None else promoted - faulted,
         first_write_s=None if first is None else first - faulted,
-        longest_pause_s=_longest_pause([t for t, _, _ in writer.acked], faulted, end),
+        longest_pause_s=longest_pause([t for t, _, _ in writer.acked], faulted, end),
         acked=len(writer.acked),
         lost=lost,
         note=note,

@@ -8,10 +8,14 @@ starts the local control plane and node once, then runs the chosen scenarios (de
   both), the systems and the faults interleaved run by run (:mod:`benchmarks._failover_run` says
   what is measured, :mod:`benchmarks._failover_systems` how each system is set up);
 - ``leader``: the operator's leader process is killed; the standby's kill → elected → first
-  reconcile, with and without warm standby (:mod:`benchmarks._failover_leader`).
+  reconcile, with and without warm standby (:mod:`benchmarks._failover_leader`);
+- ``drain``: on a control plane of its own with three nodes, the master's node drained
+  (``kubectl drain``: a planned switchover) against the master crashed, the longest write pause
+  of each (:mod:`benchmarks._failover_drain`).
 
 It prints one line per run, a table of medians per system and scenario, and the ``RATIO`` lines
-``failover_first_write_vs_sentinel`` and ``failover_first_write_vs_down_after`` (crash fault).
+``failover_first_write_vs_sentinel`` and ``failover_first_write_vs_down_after`` (crash fault)
+and ``drain_pause_vs_crash_failover`` (drain scenario).
 Figures are printed, never asserted. Everything started is stopped on any exit (Ctrl-C included).
 """
 
@@ -31,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks._failover_drain import DRAIN_FAULTS, drain_runs, report_drain
 from benchmarks._failover_leader import leader_runs
 from benchmarks._failover_run import FAULTS, Outcome, one_run
 from benchmarks._failover_systems import OperatorSystem, SentinelSystem, System, SystemError_
@@ -160,7 +165,7 @@ def report(outcomes: list[Outcome], down_after_ms: int) -> dict[tuple[str, str],
 
 
 #: Every scenario by name: the faults (run together, interleaved: ``None``) and the others.
-SCENARIOS: dict[str, Scenario | None] = {**dict.fromkeys(FAULTS), "leader": leader_runs}
+SCENARIOS: dict[str, Scenario | None] = {**dict.fromkeys(FAULTS), "leader": leader_runs, "drain": drain_runs}
 
 
 async def run(args: argparse.Namespace) -> list[Any]:
@@ -216,11 +221,14 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted; everything started was stopped", file=sys.stderr)
         return 130
     report([o for o in outcomes if o.fault in FAULTS], args.down_after_ms)
-    leader = [o for o in outcomes if o.fault not in FAULTS]
+    leader = [o for o in outcomes if o.fault not in (*FAULTS, *DRAIN_FAULTS)]
     if leader:
         from benchmarks._failover_leader import report_leader
 
         report_leader(leader)
+    drains = [o for o in outcomes if o.fault in DRAIN_FAULTS]
+    if drains:
+        report_drain(drains, args.down_after_ms)
     if args.json:
         args.json.write_text(json.dumps([dataclasses.asdict(o) for o in outcomes], indent=2))
     return 0

@@ -3,9 +3,11 @@
 Starts the local control plane with its node (building the binaries first if needed), runs the
 operator as its own process, applies ``samples/rediscluster.yaml``, waits until the cluster is
 Ready (saying what it waits for), shows it, crashes the master and shows the new one, then stops
-everything. ``--keep`` leaves it all running until Ctrl-C instead. Every process started here is
-stopped on exit, on Ctrl-C and on failure. ``--backup`` shows a backup to S3 and a restore
-instead (``examples/rediscluster/backup/demo.py``).
+everything. ``--nodes 3 --lose-node`` runs three nodes (the pods spread one per node) and, instead
+of crashing the master's redis-server, powers the master's whole node off, shows the failover,
+then boots the node again and shows its pod back as a replica. ``--keep`` leaves it all running
+until Ctrl-C instead. Every process started here is stopped on exit, on Ctrl-C and on failure.
+``--backup`` shows a backup to S3 and a restore instead (``examples/rediscluster/backup/demo.py``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from pyctrl.envtest import Environment
+from pyctrl.envtest import Environment, EnvtestError
 from pyctrl.envtest._process import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,6 +82,23 @@ class Demo:
     def pod_ip(self, pod: str) -> str:
         return self.kubectl("get", "pod", pod, "-o", "jsonpath={.status.podIP}").strip()
 
+    def node_ready(self, node: str) -> str | None:
+        """None once the node's Ready condition is no longer True, else its status."""
+        jsonpath = '{.status.conditions[?(@.type=="Ready")].status}'
+        ready = self.kubectl("get", "node", node, "-o", f"jsonpath={jsonpath}").strip()
+        return f"Ready={ready}" if ready == "True" else None
+
+    def break_master(self, master: str, ip: str, lose_node: bool) -> str | None:
+        """Crash the master's Redis, or power its node off (then return the node's name)."""
+        if not lose_node:
+            say(f"crashing the master {master}: redis-cli SHUTDOWN NOSAVE")
+            self.redis_cli(ip, "SHUTDOWN", "NOSAVE")
+            return None
+        node = self.kubectl("get", "pod", master, "-o", "jsonpath={.spec.nodeName}").strip()
+        say(f"powering off {node}, the master's node: its node process and containers SIGKILLed")
+        self.env.stop_node(node)
+        return node
+
     def redis_cli(self, ip: str, *args: str) -> str:
         out = subprocess.run(
             ["redis-cli", "-h", ip, *args], capture_output=True, text=True, timeout=10, check=False
@@ -129,9 +148,12 @@ def operator_metrics(port: int) -> str:
     return "\n".join(line for line in text.splitlines() if shown(line))
 
 
-def run(keep: bool) -> int:
-    say("starting the local control plane: etcd, kube-apiserver, kube-controller-manager and a local node")
-    with Environment(crd_directory_paths=[ROOT / "crds"]) as env:
+def run(keep: bool, nodes: int = 1, lose_node: bool = False) -> int:
+    say(
+        "starting the local control plane: etcd, kube-apiserver, kube-controller-manager, "
+        f"kube-scheduler and {nodes} local node(s)"
+    )
+    with Environment(crd_directory_paths=[ROOT / "crds"], nodes=nodes) as env:
         say(f"control plane up at {env.server_url}; kubeconfig {env.kubeconfig_path}")
         demo = Demo(env)
         log_path = env.log_dir / "operator.log"
@@ -148,19 +170,27 @@ def run(keep: bool) -> int:
             acked = demo.redis_cli(ip, "WAIT", "1", "2000")
             say(f"wrote greeting on {master} ({ip}); acknowledged by {acked} replica(s)")
             epoch = demo.cluster()["status"]["masterEpoch"]
-            say(f"crashing the master {master}: redis-cli SHUTDOWN NOSAVE")
             start = time.monotonic()
-            demo.redis_cli(ip, "SHUTDOWN", "NOSAVE")
+            node = demo.break_master(master, ip, lose_node)
 
             def failed_over() -> str | None:
                 status = demo.cluster().get("status") or {}
-                if status.get("masterEpoch", 0) > epoch and status.get("phase") == "Running":
+                if status.get("masterEpoch", 0) > epoch and status.get("currentMaster") != master:
                     return None
                 return f"phase={status.get('phase')}, master={status.get('currentMaster')}"
 
             demo.wait("a new master", failed_over, 120)
             new = demo.cluster()["status"]["currentMaster"]
             say(f"new master {new} after {time.monotonic() - start:.1f}s")
+            if node is not None:
+                demo.wait(
+                    f"kube-controller-manager to mark {node} NotReady", lambda: demo.node_ready(node), 120
+                )
+                print(demo.kubectl("get", "nodes"), flush=True)
+                demo.show()
+                say(f"booting {node} again")
+                env.start_node(node)
+            demo.wait("the cluster to be Running again", demo.ready_progress, 180)
             demo.show()
             value = demo.redis_cli(demo.pod_ip(new), "GET", "greeting")
             say(f"greeting on the new master: {value!r}")
@@ -196,7 +226,15 @@ def main(argv: list[str] | None = None) -> int:
         default="replication",
         help="the RedisCluster spec.mode to show",
     )
+    parser.add_argument("--nodes", type=int, default=1, help="local nodes (default 1)")
+    parser.add_argument(
+        "--lose-node", action="store_true", help="power the master's node off instead of crashing its Redis"
+    )
     args = parser.parse_args(argv)
+    if args.nodes < 1:
+        parser.error("--nodes must be at least 1")
+    if args.lose_node and args.nodes < 2:
+        parser.error("--lose-node needs --nodes 2 or more (the pods must have somewhere to go)")
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     try:
         if args.backup:
@@ -207,8 +245,8 @@ def main(argv: list[str] | None = None) -> int:
             from examples.rediscluster.cluster.demo import run_cluster  # imports this module
 
             return run_cluster(args.keep)
-        return run(args.keep)
-    except (RuntimeError, TimeoutError) as exc:
+        return run(args.keep, args.nodes, args.lose_node)
+    except (RuntimeError, TimeoutError, EnvtestError) as exc:
         say(f"error: {exc}")
         return 1
 

@@ -220,7 +220,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted; everything started was stopped", file=sys.stderr)
         return 130
-    report([o for o in outcomes if o.fault in FAULTS], args.down_after_ms)
+    fault_runs = [o for o in outcomes if o.fault in FAULTS]
+    if fault_runs:
+        report(fault_runs, args.down_after_ms)
     leader = [o for o in outcomes if o.fault not in (*FAULTS, *DRAIN_FAULTS)]
     if leader:
         from benchmarks._failover_leader import report_leader

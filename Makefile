@@ -2,13 +2,19 @@
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap test lint typecheck pytest docs demo bench controlplane generate clean
+.PHONY: bootstrap test lint typecheck pytest docs demo bench controlplane helm promtool generate clean
 
 bootstrap:
 	@scripts/bootstrap.sh
 
 controlplane:
 	@tools/controlplane/build.sh
+
+helm:
+	@tools/helm/build.sh
+
+promtool:
+	@tools/promtool/build.sh
 
 lint: bootstrap
 	$(PY) -m ruff check .
@@ -37,12 +43,11 @@ docs: bootstrap
 demo: bootstrap
 	$(PY) -m examples.rediscluster.demo
 
-# CRDs from the pydantic types, the operator's ClusterRole from its @rbac declarations.
+# CRDs from the pydantic types; the chart's ClusterRole (from the @rbac declarations), CRDs and
+# webhook configuration; config/ rendered from the chart by helm template.
 generate: bootstrap
 	$(PY) -m pyctrl.crdgen
-	$(PY) -m pyctrl.rbacgen examples.rediscluster.controller:RedisClusterReconciler \
-		examples.rediscluster.backup.reconciler:RedisBackupReconciler \
-		--leader-election --events --name rediscluster-operator -o examples/rediscluster/deploy/role.yaml
+	$(PY) -m examples.rediscluster.packaging
 
 # The optional `bench` extra (kopf, matplotlib, pyinstrument) is installed here only: CI never needs it.
 bench: bootstrap

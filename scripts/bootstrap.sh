@@ -5,8 +5,9 @@
 #   2. .venv/ with pyctrl and its dev and docs dependencies, re-installed only when pyproject.toml
 #      changes;
 #   3. the control-plane binaries (tools/controlplane/build.sh), built only when missing;
-#   4. versitygw, the S3-compatible object store of the backup tests (tools/versitygw/build.sh).
-# A second run prints four "up to date" lines and takes a few seconds.
+#   4. versitygw, the S3-compatible object store of the backup tests (tools/versitygw/build.sh);
+#   5. helm and promtool (tools/helm/build.sh, tools/promtool/build.sh), built only when missing.
+# A second run prints six "up to date" lines and takes a few seconds.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -52,3 +53,7 @@ tools/controlplane/build.sh
 
 # 4. Object store (backup tests, demo, benchmark)
 tools/versitygw/build.sh
+
+# 5. helm and promtool (the chart and alert-rule tests)
+tools/helm/build.sh
+tools/promtool/build.sh

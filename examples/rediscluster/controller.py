@@ -250,6 +250,7 @@ class RedisClusterReconciler:
             extra_conditions=[restore.condition] if restore.condition is not None else [],
         )
         metrics.observe_status(cluster.namespace, cluster.name, cluster.spec.replicas, new)
+        metrics.observe_nodes(cluster.namespace, cluster.name, observed.nodes)
         if new.model_dump(exclude={"last_sync_timestamp"}) == old.model_dump(exclude={"last_sync_timestamp"}):
             return new.phase  # nothing changed: no write (lastSyncTimestamp marks the last status change)
         new.last_sync_timestamp = _now()

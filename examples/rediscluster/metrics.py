@@ -12,7 +12,10 @@ Per RedisCluster (labels ``namespace``, ``name``), as an SRE alerts on them:
 - ``rediscluster_failover_phase_seconds{phase}`` — how long each phase of a failover took
   (``detection``: the master unhealthy until the decision; ``decision``: observing and planning;
   ``epoch_write``; ``promotion``; ``repointing``: every replica re-pointed and the master
-  labelled), a histogram per phase.
+  labelled), a histogram per phase;
+- ``rediscluster_masters`` — pods whose Redis reports ``role:master`` (1 when healthy; 0 is "no
+  master", 2 or more "two masters");
+- ``rediscluster_replication_links_down`` — replicas whose link to their master is down.
 
 Values are set from the status each reconcile computes (so only the leader reports them), and a
 deleted RedisCluster's series are removed.
@@ -21,13 +24,22 @@ deleted RedisCluster's series are removed.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable
 
 from prometheus_client import Counter, Gauge, Histogram
 
 from examples.rediscluster.api import RedisClusterPhase, RedisClusterStatus
+from examples.rediscluster.topology_types import NodeObservation, Role
 from pyctrl.metrics import registry
 
-__all__ = ["FAILOVER_PHASES", "forget", "observe_failover", "observe_failover_phase", "observe_status"]
+__all__ = [
+    "FAILOVER_PHASES",
+    "forget",
+    "observe_failover",
+    "observe_failover_phase",
+    "observe_nodes",
+    "observe_status",
+]
 
 _LABELS = ("namespace", "name")
 
@@ -49,6 +61,13 @@ master_epoch = Gauge(
     "rediscluster_master_epoch", "The failover epoch recorded in status.", _LABELS, registry=registry
 )
 
+masters = Gauge("rediscluster_masters", "Pods whose Redis reports role:master.", _LABELS, registry=registry)
+links_down = Gauge(
+    "rediscluster_replication_links_down",
+    "Replicas whose replication link to their master is down.",
+    _LABELS,
+    registry=registry,
+)
 #: The phases of ``rediscluster_failover_phase_seconds``, in the order they happen.
 FAILOVER_PHASES = ("detection", "decision", "epoch_write", "promotion", "repointing")
 failover_phase = Histogram(
@@ -76,11 +95,19 @@ def observe_status(namespace: str, name: str, desired: int, status: RedisCluster
     master_epoch.labels(namespace, name).set(status.master_epoch)
 
 
+def observe_nodes(namespace: str, name: str, nodes: Iterable[NodeObservation]) -> None:
+    """Masters and broken replication links among the pods that answered ``INFO``."""
+    answered = [n.redis for n in nodes if n.redis is not None]
+    masters.labels(namespace, name).set(sum(r.role is Role.MASTER for r in answered))
+    down = sum(r.role is Role.REPLICA and not r.master_link_up for r in answered)
+    links_down.labels(namespace, name).set(down)
+
+
 def forget(namespace: str, name: str) -> None:
     """Drop a deleted RedisCluster's series."""
     for p in RedisClusterPhase:
         _remove(phase, namespace, name, p.value)
-    for metric in (failovers, ready_replicas, desired_replicas, master_epoch):
+    for metric in (failovers, ready_replicas, desired_replicas, master_epoch, masters, links_down):
         _remove(metric, namespace, name)
     for failover_step in FAILOVER_PHASES:
         _remove(failover_phase, namespace, name, failover_step)

@@ -1,7 +1,7 @@
 """Fixtures for the RedisCluster operator's end-to-end tests.
 
 The operator runs in-process on the session's control plane and local node, authenticated as a
-user bound to the *generated* ClusterRole only (examples/rediscluster/deploy/role.yaml), so every
+user bound to the *generated* ClusterRole only (charts/rediscluster-operator/files/role.yaml), so every
 test also proves the operator needs no permission beyond it.
 """
 
@@ -25,7 +25,7 @@ from pyctrl.client import load_kubeconfig
 from pyctrl.envtest import Environment
 from pyctrl.testing import eventually
 
-ROLE = Path(__file__).resolve().parents[2] / "examples" / "rediscluster" / "deploy" / "role.yaml"
+ROLE = Path(__file__).resolve().parents[2] / "charts" / "rediscluster-operator" / "files" / "role.yaml"
 OPERATOR_USER = "rediscluster-operator-e2e"
 
 

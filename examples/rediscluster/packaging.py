@@ -1,0 +1,165 @@
+"""``python -m examples.rediscluster.packaging [--check]``: the operator's install manifests, all
+generated from one source (kubebuilder's ``make manifests`` + helmify, as one step).
+
+The chart ``charts/rediscluster-operator/`` is the hand-written source of every object; what it
+embeds from code and kustomize's ``config/`` are written here:
+
+- ``charts/.../crds/`` — the CRDs from ``pyctrl.crdgen`` (the same text as ``crds/``);
+- ``charts/.../files/role.yaml`` — the ClusterRole from ``pyctrl.rbacgen`` (the reconciler's
+  ``@rbac`` declarations, leader election and events), which the chart's (Cluster)Roles embed;
+- ``charts/.../files/webhook.yaml`` — ``webhook_configurations(RedisCluster)``, which the chart's
+  ValidatingWebhookConfiguration fills in with its Service and CA;
+- ``config/{crd/bases,rbac,manager,default,prometheus,samples}/`` — the chart rendered by the real
+  ``helm template`` with kustomize-base values (names ``operator*``, namespace ``system``), split
+  into kubebuilder's files; ``config/*/kustomization.yaml`` (the layout: ``namePrefix:
+  rediscluster-``, ``namespace: rediscluster-system``) are hand-written.
+
+Guarantees: the output depends only on the sources (deterministic YAML); ``--check`` writes
+nothing and exits 1 naming each stale file (tests run it); files carrying this tool's header that
+are no longer generated are removed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from examples.rediscluster.api import RedisCluster
+from pyctrl.builder import webhook_configurations
+from pyctrl.crdgen import check_files, dump_yaml, header, render_crds, write_files
+from pyctrl.rbacgen import EVENT_RULES, LEADER_ELECTION_RULES, render_cluster_role
+
+__all__ = ["CHART", "CONFIG", "KUSTOMIZE_BASE_VALUES", "helm_binary", "main", "render"]
+
+TOOL = "examples.rediscluster.packaging"
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "rediscluster-operator"
+CONFIG = ROOT / "config"
+RECONCILERS = [
+    "examples.rediscluster.controller:RedisClusterReconciler",
+    "examples.rediscluster.backup.reconciler:RedisBackupReconciler",
+]
+# What `helm template` renders for config/: kubebuilder's base names, before kustomize's
+# namePrefix (rediscluster-) and namespace (rediscluster-system).
+KUSTOMIZE_BASE_VALUES = (
+    "fullnameOverride=operator",
+    "serviceMonitor.enabled=true",
+    "prometheusRule.enabled=true",
+    "grafanaDashboard.enabled=true",
+)
+_BASE_RELEASE, _BASE_NAMESPACE = "rediscluster-operator", "system"
+# kind (and name suffix) -> kubebuilder's file under config/
+_CONFIG_FILES = {
+    ("ServiceAccount", ""): "rbac/service_account.yaml",
+    ("ClusterRole", "-manager"): "rbac/role.yaml",
+    ("ClusterRoleBinding", "-manager"): "rbac/role_binding.yaml",
+    ("Role", "-leader-election"): "rbac/leader_election_role.yaml",
+    ("RoleBinding", "-leader-election"): "rbac/leader_election_role_binding.yaml",
+    ("Deployment", ""): "manager/manager.yaml",
+    ("PodDisruptionBudget", ""): "manager/pdb.yaml",
+    ("Service", "-metrics"): "default/metrics_service.yaml",
+    ("ServiceMonitor", ""): "prometheus/monitor.yaml",
+    ("PrometheusRule", ""): "prometheus/rules.yaml",
+    ("ConfigMap", "-dashboard"): "prometheus/dashboard.yaml",
+}
+
+
+def helm_binary() -> str:
+    """The real helm built by ``tools/helm/build.sh`` (built when missing)."""
+    out = subprocess.run(
+        [str(ROOT / "tools" / "helm" / "build.sh"), "--print-bin-dir", "--quiet"],
+        check=True,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    return str(Path(out.stdout.strip()) / "helm")
+
+
+def _chart_files() -> dict[Path, str]:
+    files = {CHART / "crds" / name: text for name, text in render_crds([RedisCluster]).items()}
+    files[CHART / "files" / "role.yaml"] = render_cluster_role(
+        "rediscluster-operator", RECONCILERS, [*LEADER_ELECTION_RULES, *EVENT_RULES]
+    )
+    webhook = webhook_configurations(
+        RedisCluster, defaulting=False, validating=True, service=("webhook-service", "system")
+    )
+    files[CHART / "files" / "webhook.yaml"] = dump_yaml(webhook, header(TOOL, "source: RedisClusterValidator"))
+    return files
+
+
+def _kustomize_base(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The chart's objects as a kustomize base: no Helm bookkeeping labels."""
+    for obj in objects:
+        for meta in (obj["metadata"], obj.get("spec", {}).get("template", {}).get("metadata", {})):
+            labels = meta.get("labels", {})
+            labels.pop("helm.sh/chart", None)
+            if "app.kubernetes.io/managed-by" in labels:
+                labels["app.kubernetes.io/managed-by"] = "kustomize"
+    return objects
+
+
+def _config_files(helm: str, chart_files: dict[Path, str]) -> dict[Path, str]:
+    args = [helm, "template", _BASE_RELEASE, str(CHART), "--namespace", _BASE_NAMESPACE, "--include-crds"]
+    for value in KUSTOMIZE_BASE_VALUES:
+        args += ["--set", value]
+    rendered = subprocess.run(args, check=True, stdout=subprocess.PIPE, text=True).stdout
+    objects = _kustomize_base([d for d in yaml.safe_load_all(rendered) if d])
+    head = header(TOOL, f"source: helm template {CHART.relative_to(ROOT)} (do not edit: change the chart)")
+    files: dict[Path, str] = {}
+    by_file: dict[str, list[dict[str, Any]]] = {}
+    for obj in objects:
+        kind, name = obj["kind"], obj["metadata"]["name"]
+        if kind == "CustomResourceDefinition":
+            continue  # copied below from the same generated text as crds/
+        suffix = name.removeprefix("operator")
+        where = _CONFIG_FILES.get((kind, suffix))
+        if where is None:
+            raise ValueError(f"the chart renders {kind} {name}, which has no place in config/")
+        by_file.setdefault(where, []).append(obj)
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": _BASE_NAMESPACE}}
+    by_file["manager/manager.yaml"].insert(0, namespace)
+    for where, docs in by_file.items():
+        files[CONFIG / where] = dump_yaml(docs, head)
+    for path, text in chart_files.items():
+        if path.parent.name == "crds":
+            files[CONFIG / "crd" / "bases" / path.name] = text
+    sample = yaml.safe_load((ROOT / "examples" / "rediscluster" / "samples" / "rediscluster.yaml").read_text())
+    files[CONFIG / "samples" / "redis_v1alpha1_rediscluster.yaml"] = dump_yaml(
+        [sample], header(TOOL, "source: examples/rediscluster/samples/rediscluster.yaml")
+    )
+    return files
+
+
+def render(helm: str) -> dict[Path, str]:
+    """Every generated file: path -> text (config/ from the chart's files as they are on disk)."""
+    chart_files = _chart_files()
+    return {**chart_files, **_config_files(helm, chart_files)}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=f"python -m {TOOL}", description=__doc__.split("\n")[0])
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when a file is stale")
+    parser.add_argument("--helm", default=None, help="helm binary (default: built by tools/helm/build.sh)")
+    args = parser.parse_args(argv)
+    helm = args.helm or helm_binary()
+    if not args.check:  # the chart's own generated files first: helm template reads them
+        write_files(_chart_files(), tool=TOOL)
+    files = render(helm)
+    if args.check:
+        problems = check_files(files, owned_dir=CONFIG, tool=TOOL)
+        for problem in problems:
+            print(problem)
+        return 1 if problems else 0
+    for change in write_files(files, owned_dir=CONFIG, tool=TOOL) or ["install manifests up to date"]:
+        print(change)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

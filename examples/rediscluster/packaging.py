@@ -89,7 +89,9 @@ def _chart_files() -> dict[Path, str]:
     webhook = webhook_configurations(
         RedisCluster, defaulting=False, validating=True, service=("webhook-service", "system")
     )
-    files[CHART / "files" / "webhook.yaml"] = dump_yaml(webhook, header(TOOL, "source: RedisClusterValidator"))
+    files[CHART / "files" / "webhook.yaml"] = dump_yaml(
+        webhook, header(TOOL, "source: RedisClusterValidator")
+    )
     return files
 
 
@@ -129,7 +131,9 @@ def _config_files(helm: str, chart_files: dict[Path, str]) -> dict[Path, str]:
     for path, text in chart_files.items():
         if path.parent.name == "crds":
             files[CONFIG / "crd" / "bases" / path.name] = text
-    sample = yaml.safe_load((ROOT / "examples" / "rediscluster" / "samples" / "rediscluster.yaml").read_text())
+    sample = yaml.safe_load(
+        (ROOT / "examples" / "rediscluster" / "samples" / "rediscluster.yaml").read_text()
+    )
     files[CONFIG / "samples" / "redis_v1alpha1_rediscluster.yaml"] = dump_yaml(
         [sample], header(TOOL, "source: examples/rediscluster/samples/rediscluster.yaml")
     )
@@ -148,15 +152,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--helm", default=None, help="helm binary (default: built by tools/helm/build.sh)")
     args = parser.parse_args(argv)
     helm = args.helm or helm_binary()
-    if not args.check:  # the chart's own generated files first: helm template reads them
-        write_files(_chart_files(), tool=TOOL)
+    changes = [] if args.check else write_files(_chart_files(), tool=TOOL)  # helm template reads them
     files = render(helm)
     if args.check:
         problems = check_files(files, owned_dir=CONFIG, tool=TOOL)
         for problem in problems:
             print(problem)
         return 1 if problems else 0
-    for change in write_files(files, owned_dir=CONFIG, tool=TOOL) or ["install manifests up to date"]:
+    changes += write_files(files, owned_dir=CONFIG, tool=TOOL)
+    for change in changes or ["install manifests up to date"]:
         print(change)
     return 0
 

@@ -1,0 +1,356 @@
+"""The chart installed with the real helm on a control plane of its own, the operator running
+in-cluster on the local node (its image mapped to this checkout), as an SRE would use it.
+
+One control plane, started without the CRD, serves the module's steps in order (each step leaves
+the cluster as the next expects; a failed step fails the later ones with it):
+1. ``helm install --skip-crds``: the operator exits 2 and the Pod's status says the CRD is missing;
+2. ``helm install`` (CRDs from the chart): both replicas Running as the chart's ServiceAccount,
+   exactly one leading; a RedisCluster becomes ready and fails over when its master is crashed;
+3. ``kubectl delete pod`` of the leader: the other replica leads within lease duration + retry
+   period, and a master crash in that window still fails over; every metric the dashboard and
+   alerts name is on the new leader's ``/metrics``;
+4. ``helm upgrade`` with a changed value rolls the Deployment;
+5. a ServiceAccount without RBAC: Forbidden in the log, the replica never ready;
+6. ``helm uninstall`` leaves nothing of the release, the CRD stays;
+7. ``kubectl apply -k config/default``: the same operator in ``rediscluster-system``, two replicas,
+   one leader.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import ssl
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+import yaml
+
+from pyctrl.envtest import Environment
+from pyctrl.envtest._http import ApiError
+from pyctrl.envtest.node.pod import LOG_DIR_ANNOTATION
+from pyctrl.testing import eventually
+from tests.install.conftest import CHART, ROOT, run
+from tests.operator.conftest import Cluster
+
+pytestmark = pytest.mark.controlplane
+
+NS = "ops"
+RELEASE = "rco"
+LEASE = "rediscluster-operator.redis.pyctrl.dev"
+LEASE_DURATION, RETRY_PERIOD = 15.0, 2.0  # the operator's defaults (controller-runtime's)
+APPS = "apps"
+CRD = "redisclusters.redis.pyctrl.dev"
+SLACK = 20.0  # a loaded 2-core machine: bounds are generous, the measured figures are printed
+
+
+class Helm:
+    """The real helm against ``env`` (its config and cache in a temporary directory)."""
+
+    def __init__(self, binary: str, env: Environment, home: Path) -> None:
+        self.binary = binary
+        self.environ = {
+            **os.environ,
+            "KUBECONFIG": str(env.kubeconfig_path),
+            "HELM_CONFIG_HOME": str(home / "config"),
+            "HELM_CACHE_HOME": str(home / "cache"),
+            "HELM_DATA_HOME": str(home / "data"),
+        }
+
+    def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            [self.binary, *args], env=self.environ, capture_output=True, text=True, timeout=600, check=False
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"helm {' '.join(args)} exited {result.returncode}:\n{result.stderr}")
+        return result
+
+
+@pytest.fixture(scope="module")
+def cp() -> Iterator[Environment]:
+    """A control plane without the CRD (helm installs it), with the local node."""
+    env = Environment(crd_directory_paths=[], local_node=True)
+    env.start()
+    try:
+        yield env
+    finally:
+        env.stop()
+
+
+@pytest.fixture(scope="module")
+def chart(helm: str, cp: Environment, tmp_path_factory: pytest.TempPathFactory) -> Helm:
+    return Helm(helm, cp, tmp_path_factory.mktemp("helm"))
+
+
+# -- reading the cluster ---------------------------------------------------------------------------
+def operator_pods(env: Environment, namespace: str = NS, instance: str = RELEASE) -> list[dict[str, Any]]:
+    sel = f"app.kubernetes.io/instance%3D{instance}"
+    items = env.http.get(f"/api/v1/namespaces/{namespace}/pods?labelSelector={sel}")["items"]
+    return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+
+def is_ready(pod: dict[str, Any]) -> bool:
+    conditions = pod.get("status", {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def holder(env: Environment, namespace: str = NS) -> str | None:
+    """The pod name of the Lease's holder (identity ``<hostname>_<uuid>``; hostname = pod name)."""
+    try:
+        lease = env.http.get(f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{LEASE}")
+    except ApiError as exc:
+        if exc.status == 404:
+            return None
+        raise
+    identity = lease["spec"].get("holderIdentity") or ""
+    return identity.rsplit("_", 1)[0] or None
+
+
+def log_of(pod: dict[str, Any], container: str = "manager") -> str:
+    path = Path(pod["metadata"]["annotations"][LOG_DIR_ANNOTATION]) / f"{container}.log"
+    return path.read_text() if path.exists() else ""
+
+
+def whoami(env: Environment, pod: dict[str, Any]) -> str:
+    """The identity of the token the node mounted into ``pod`` (SelfSubjectReview with it)."""
+    pod_dir = Path(pod["metadata"]["annotations"][LOG_DIR_ANNOTATION])
+    (token_file,) = (pod_dir / "volumes").glob("kube-api-access-*/token")
+    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    req = urllib.request.Request(
+        f"{env.server_url}/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        data=json.dumps(review).encode(),
+        headers={"Authorization": f"Bearer {token_file.read_text()}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    ctx = ssl.create_default_context(cafile=str(env.pki.ca_cert))
+    with urllib.request.urlopen(req, context=ctx, timeout=10) as answer:
+        return str(json.loads(answer.read())["status"]["userInfo"]["username"])
+
+
+async def two_running_one_leading(env: Environment, namespace: str = NS, instance: str = RELEASE) -> str:
+    async def settled() -> str | None:
+        pods = operator_pods(env, namespace, instance)
+        names = {p["metadata"]["name"] for p in pods}
+        leader = holder(env, namespace)
+        if len(pods) == 2 and all(is_ready(p) for p in pods) and leader in names:
+            return leader
+        return None
+
+    return str(
+        await eventually(settled, within=180, what="two ready operator pods, one leading", interval=0.5)
+    )
+
+
+async def crash_master(cluster: Cluster) -> str:
+    master = str(cluster.status()["currentMaster"])
+    victim = await cluster.redis(master)
+    try:
+        await victim.execute_command("SHUTDOWN", "NOSAVE")  # type: ignore[no-untyped-call]
+    except (aioredis.ConnectionError, aioredis.ResponseError):
+        pass  # the connection closes as the server exits
+    finally:
+        await victim.aclose()
+    return master
+
+
+async def failed_over(cluster: Cluster, old_master: str, epoch: int) -> None:
+    async def done() -> bool:
+        s = cluster.status()
+        return bool(s.get("currentMaster") not in (None, old_master) and s.get("masterEpoch", 0) > epoch)
+
+    await eventually(done, within=90, what=f"a failover away from {old_master}", interval=0.3)
+
+
+# -- the steps -------------------------------------------------------------------------------------
+async def test_install_without_the_crds_shows_the_missing_crd_in_the_pod_status(
+    cp: Environment, chart: Helm
+) -> None:
+    chart(
+        "install",
+        RELEASE,
+        str(CHART),
+        "-n",
+        NS,
+        "--create-namespace",
+        "--skip-crds",
+        "--set",
+        "replicaCount=1",
+    )
+
+    def terminated() -> dict[str, Any] | None:
+        for pod in operator_pods(cp):
+            for status in pod.get("status", {}).get("containerStatuses") or []:
+                for state in (status.get("state", {}), status.get("lastState", {})):
+                    if "terminated" in state:
+                        return dict(state["terminated"])
+        return None
+
+    state = await eventually(terminated, within=120, what="the operator to exit", interval=0.5)
+    assert state["exitCode"] == 2
+    assert "The RedisCluster CRD is not installed" in state["message"]
+    chart("uninstall", RELEASE, "-n", NS, "--wait")
+    await eventually(lambda: not operator_pods(cp), within=60, what="the release's pods gone", interval=0.5)
+
+
+async def test_install_runs_two_replicas_one_leading_and_a_cluster_fails_over(
+    cp: Environment, chart: Helm
+) -> None:
+    chart("install", RELEASE, str(CHART), "-n", NS, "--wait", "--timeout", "5m")
+    assert cp.http.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD}")
+    leader = await two_running_one_leading(cp)
+    sa = f"{RELEASE}-rediscluster-operator"
+    for pod in operator_pods(cp):
+        assert pod["spec"]["serviceAccountName"] == sa
+        assert whoami(cp, pod) == f"system:serviceaccount:{NS}:{sa}"
+    standby = next(p for p in operator_pods(cp) if p["metadata"]["name"] != leader)
+    assert "successfully acquired lease" not in log_of(standby).lower()
+
+    cp.create_namespace(APPS)
+    cluster = Cluster(cp, APPS, "cache")
+    cluster.create(replicas=2, downAfterMilliseconds=2000)
+    await eventually(lambda: cluster.ready(2), within=120, what="the RedisCluster Running", interval=0.5)
+    epoch = int(cluster.status()["masterEpoch"])
+    old = await crash_master(cluster)
+    await failed_over(cluster, old, epoch)
+
+
+async def test_deleting_the_leading_pod_hands_over_and_a_master_crash_meanwhile_still_fails_over(
+    cp: Environment, kubectl: str
+) -> None:
+    leader = await two_running_one_leading(cp)
+    cluster = Cluster(cp, APPS, "cache")
+    await eventually(lambda: cluster.ready(2), within=120, what="the RedisCluster Running", interval=0.5)
+    epoch = int(cluster.status()["masterEpoch"])
+    names = {p["metadata"]["name"] for p in operator_pods(cp)}
+    run(kubectl, f"--kubeconfig={cp.kubeconfig_path}", "-n", NS, "delete", "pod", leader, "--wait=false")
+    deleted_at = time.monotonic()
+    old = await crash_master(cluster)  # in the hand-over window
+
+    def new_leader() -> str | None:
+        current = holder(cp)
+        return current if current is not None and current != leader and current in names else None
+
+    successor = await eventually(
+        new_leader, within=LEASE_DURATION + RETRY_PERIOD + SLACK, what="the standby leading", interval=0.2
+    )
+    took = time.monotonic() - deleted_at
+    bound = LEASE_DURATION + RETRY_PERIOD
+    print(f"\nleader {leader} deleted: {successor} leads after {took:.1f}s (lease + retry: {bound:g}s)")
+    await failed_over(cluster, old, epoch)
+    assert "FailoverCompleted" in {
+        e["reason"] for e in cp.http.get(f"/api/v1/namespaces/{APPS}/events")["items"]
+    }
+
+    # Every metric the dashboard and alerts name is exported by the (new) leader.
+    pod = next(p for p in operator_pods(cp) if p["metadata"]["name"] == successor)
+    exported = scrape(f"http://{pod['status']['podIP']}:8080/metrics")
+    named = metrics_named_by_dashboard_and_alerts()
+    assert named, "no metric names found"
+    missing = {m for m in named if m not in exported and f"{m}_total" not in exported}
+    assert not missing, f"named but not exported: {sorted(missing)}"
+
+
+def scrape(url: str) -> set[str]:
+    """Metric names (samples) on a Prometheus text exposition."""
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        return set(re.findall(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)", answer.read().decode(), re.MULTILINE))
+
+
+def metrics_named_by_dashboard_and_alerts() -> set[str]:
+    """Metric names in every dashboard target and alert expression (``up`` is Prometheus')."""
+    dashboard = json.loads((CHART / "files" / "dashboard.json").read_text())
+    exprs = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
+    exprs += [v["definition"] for v in dashboard["templating"]["list"] if v["type"] == "query"]
+    alerts = yaml.safe_load((CHART / "files" / "alerts.yaml").read_text())
+    exprs += [rule["expr"] for group in alerts["groups"] for rule in group["rules"]]
+    names = set()
+    for expr in exprs:
+        without_strings = re.sub(r'"[^"]*"', '""', expr)
+        without_ranges = re.sub(r"\[[^\]]*\]", "", without_strings)
+        found = re.findall(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(?:\{|\)|$|\s)", without_ranges)
+        names.update(found)
+    keywords = {"by", "without", "and", "or", "unless", "on", "ignoring", "le", "up"}
+    functions = {
+        "max", "min", "sum", "rate", "increase", "histogram_quantile", "absent", "deriv", "label_values",
+    }  # fmt: skip
+    return {re.sub(r"_bucket$", "", n) for n in names - keywords - functions if "_" in n}
+
+
+async def test_upgrade_with_a_changed_value_rolls_the_deployment(cp: Environment, chart: Helm) -> None:
+    before = {p["metadata"]["name"] for p in operator_pods(cp)}
+    chart("upgrade", RELEASE, str(CHART), "-n", NS, "--reuse-values", "--set", "logLevel=debug", "--wait")
+
+    async def rolled() -> bool:
+        pods = operator_pods(cp)
+        names = {p["metadata"]["name"] for p in pods}
+        return len(pods) == 2 and not names & before and all(is_ready(p) for p in pods)
+
+    await eventually(rolled, within=240, what="two new ready pods replacing the old ones", interval=0.5)
+    for pod in operator_pods(cp):
+        assert "--log-level=debug" in pod["spec"]["containers"][0]["args"]
+    history = chart("history", RELEASE, "-n", NS, "-o", "json").stdout
+    assert [r["revision"] for r in json.loads(history)] == [1, 2]
+
+
+async def test_a_service_account_without_rbac_is_forbidden_in_the_log_and_never_ready(
+    cp: Environment, chart: Helm
+) -> None:
+    ns = "norbac"
+    chart(
+        "install", "bare", str(CHART), "-n", ns, "--create-namespace", "--skip-crds",
+        "--set", "rbac.create=false", "--set", "replicaCount=1",
+    )  # fmt: skip
+
+    def forbidden() -> dict[str, Any] | None:
+        pods = operator_pods(cp, ns, "bare")
+        return pods[0] if pods and "forbidden" in log_of(pods[0]).lower() else None
+
+    pod = await eventually(forbidden, within=120, what="Forbidden in the operator's log", interval=0.5)
+    assert f"system:serviceaccount:{ns}:bare-rediscluster-operator" in log_of(pod)
+    assert not is_ready(pod)
+    chart("uninstall", "bare", "-n", ns, "--wait")
+
+
+async def test_uninstall_leaves_nothing_of_the_release_but_the_crd(cp: Environment, chart: Helm) -> None:
+    cp.http.request("DELETE", f"/apis/redis.pyctrl.dev/v1alpha1/namespaces/{APPS}/redisclusters/cache")
+    chart("uninstall", RELEASE, "-n", NS, "--wait")
+    await eventually(lambda: not operator_pods(cp), within=120, what="the operator pods gone", interval=0.5)
+    sel = f"app.kubernetes.io/instance%3D{RELEASE}"
+    for path in (
+        f"/api/v1/namespaces/{NS}/serviceaccounts",
+        f"/api/v1/namespaces/{NS}/services",
+        f"/apis/apps/v1/namespaces/{NS}/deployments",
+        f"/apis/apps/v1/namespaces/{NS}/replicasets",
+        f"/apis/policy/v1/namespaces/{NS}/poddisruptionbudgets",
+        f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/roles",
+        f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/rolebindings",
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+    ):
+        left = [o["metadata"]["name"] for o in cp.http.get(f"{path}?labelSelector={sel}")["items"]]
+        assert left == [], f"{path}: {left}"
+    secrets = cp.http.get(f"/api/v1/namespaces/{NS}/secrets")["items"]
+    assert not [s for s in secrets if s["type"] == "helm.sh/release.v1"]
+    assert cp.http.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD}")  # kept
+
+
+async def test_kubectl_apply_k_config_default_runs_the_operator_in_its_own_namespace(
+    cp: Environment, kubectl: str
+) -> None:
+    cmd = [kubectl, f"--kubeconfig={cp.kubeconfig_path}"]
+    run(*cmd, "apply", "-k", str(ROOT / "config" / "default"))
+    try:
+        leader = await two_running_one_leading(cp, "rediscluster-system", "rediscluster-operator")
+        pod = next(p for p in operator_pods(cp, "rediscluster-system", "rediscluster-operator"))
+        assert pod["spec"]["serviceAccountName"] == "rediscluster-operator"
+        assert "--leader-elect" in pod["spec"]["containers"][0]["args"]
+        assert leader.startswith("rediscluster-operator-")
+    finally:
+        run(*cmd, "delete", "-k", str(ROOT / "config" / "default"), "--wait", check=False)

@@ -8,7 +8,8 @@
 # NAME is the tool's directory under tools/ and the binary's name; MODULE the module whose version
 # (read from go.mod) names the cache directory; PACKAGE the main package; LDFLAGS extra -ldflags,
 # where @VERSION@ stands for that version.
-# Idempotent: when the binary is present and was built from the current go.mod/go.sum/flags, it returns
+# Concurrent runs wait for one another (flock). Idempotent: when the binary is present and was
+# built from the current go.mod/go.sum/flags, it returns
 # at once. Progress (a running count of compiled packages) goes to stderr; the compiler's full
 # output to build.log beside bin/. A failed step is named in the error along with that log.
 set -euo pipefail
@@ -37,6 +38,12 @@ out="$cache_root/$name/$version/bin"
 log="$cache_root/$name/$version/build.log"
 stamp="$out/.built-from"
 want_stamp="$( (cat "$here/go.mod" "$here/go.sum"; echo "$pkg $ldflags") | sha256sum | cut -d' ' -f1)"
+
+# One build at a time per version (parallel worktrees or test sessions): the others wait, then find
+# it built.
+mkdir -p "$out"
+exec 9>"$out/.lock"
+flock -n 9 || { say "another build of $name $version is running; waiting for it"; flock 9; }
 
 if [ -x "$out/$name" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want_stamp" ]; then
   [ "$quiet" = 1 ] || say "$module $version up to date in $out"

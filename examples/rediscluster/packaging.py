@@ -4,7 +4,7 @@ generated from one source (kubebuilder's ``make manifests`` + helmify, as one st
 The chart ``charts/rediscluster-operator/`` is the hand-written source of every object; what it
 embeds from code and kustomize's ``config/`` are written here:
 
-- ``charts/.../crds/`` — the CRDs from ``pyctrl.crdgen`` (the same text as ``crds/``);
+- ``charts/.../crds/`` — the CRDs from ``pyctrl.crdgen`` (the models and text of ``crds/``);
 - ``charts/.../files/role.yaml`` — the ClusterRole from ``pyctrl.rbacgen`` (the reconciler's
   ``@rbac`` declarations, leader election and events), which the chart's (Cluster)Roles embed;
 - ``charts/.../files/webhook.yaml`` — ``webhook_configurations(RedisCluster)``, which the chart's
@@ -32,7 +32,7 @@ import yaml
 
 from examples.rediscluster.api import RedisCluster
 from pyctrl.builder import webhook_configurations
-from pyctrl.crdgen import check_files, dump_yaml, header, render_crds, write_files
+from pyctrl.crdgen import check_files, dump_yaml, header, import_object, load_config, render_crds, write_files
 from pyctrl.rbacgen import EVENT_RULES, LEADER_ELECTION_RULES, render_cluster_role
 
 __all__ = ["CHART", "CONFIG", "KUSTOMIZE_BASE_VALUES", "helm_binary", "main", "render"]
@@ -82,7 +82,8 @@ def helm_binary() -> str:
 
 
 def _chart_files() -> dict[Path, str]:
-    files = {CHART / "crds" / name: text for name, text in render_crds([RedisCluster]).items()}
+    models = [import_object(ref) for ref in load_config(ROOT / "pyproject.toml").models]  # crds/'s
+    files = {CHART / "crds" / name: text for name, text in render_crds(models).items()}
     files[CHART / "files" / "role.yaml"] = render_cluster_role(
         "rediscluster-operator", RECONCILERS, [*LEADER_ELECTION_RULES, *EVENT_RULES]
     )

@@ -22,7 +22,9 @@ def test_each_alert_fires_on_its_condition_and_not_on_healthy_series(promtool: s
     assert "SUCCESS" in result.stdout + result.stderr
 
 
-def test_promtool_test_rules_fails_when_an_expected_alert_does_not_fire(promtool: str, tmp_path: Path) -> None:
+def test_promtool_test_rules_fails_when_an_expected_alert_does_not_fire(
+    promtool: str, tmp_path: Path
+) -> None:
     """The rule tests can fail: the same file, expecting the no-master alert on a healthy cluster."""
     bad = tmp_path / "alerts_test.yaml"
     text = (HERE / "alerts_test.yaml").read_text()

@@ -33,8 +33,8 @@ import pytest
 import redis.asyncio as aioredis
 import yaml
 
+from pyctrl.client.errors import NotFound
 from pyctrl.envtest import Environment
-from pyctrl.envtest._http import ApiError
 from pyctrl.envtest.node.pod import LOG_DIR_ANNOTATION
 from pyctrl.testing import eventually
 from tests.install.conftest import CHART, ROOT, run
@@ -105,10 +105,8 @@ def holder(env: Environment, namespace: str = NS) -> str | None:
     """The pod name of the Lease's holder (identity ``<hostname>_<uuid>``; hostname = pod name)."""
     try:
         lease = env.http.get(f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{LEASE}")
-    except ApiError as exc:
-        if exc.status == 404:
-            return None
-        raise
+    except NotFound:
+        return None
     identity = lease["spec"].get("holderIdentity") or ""
     return identity.rsplit("_", 1)[0] or None
 

@@ -233,3 +233,11 @@ async def test_auth_works_and_the_password_never_appears_in_errors(redis_servers
         assert SECRET not in repr(error)
         assert error.__cause__ is None
         assert error.__context__ is None or error.__suppress_context__
+
+
+def test_a_connection_value_never_shows_its_password() -> None:
+    conn = RedisConnection("127.0.0.1", 6379, SECRET, io_timeout=0.5)
+    assert SECRET not in repr(conn)
+    assert SECRET not in str(conn)
+    assert "127.0.0.1" in repr(conn)
+    assert conn == RedisConnection("127.0.0.1", 6379, SECRET, io_timeout=0.5)  # a value: compares by fields

@@ -1,0 +1,35 @@
+"""The alert rules with the real promtool: they parse, and each fires on synthetic series showing
+its condition, after its ``for``, and stays silent on healthy ones (tests/install/alerts_test.yaml)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.install.conftest import CHART, run
+
+HERE = Path(__file__).resolve().parent
+ALERTS = CHART / "files" / "alerts.yaml"
+
+
+def test_the_alert_rules_are_valid_prometheus_rules(promtool: str) -> None:
+    result = run(promtool, "check", "rules", str(ALERTS))
+    assert "SUCCESS: 9 rules found" in result.stdout + result.stderr
+
+
+def test_each_alert_fires_on_its_condition_and_not_on_healthy_series(promtool: str) -> None:
+    result = run(promtool, "test", "rules", str(HERE / "alerts_test.yaml"), check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout + result.stderr
+
+
+def test_promtool_test_rules_fails_when_an_expected_alert_does_not_fire(
+    promtool: str, tmp_path: Path
+) -> None:
+    """The rule tests can fail: the same file, expecting the no-master alert on a healthy cluster."""
+    bad = tmp_path / "alerts_test.yaml"
+    text = (HERE / "alerts_test.yaml").read_text()
+    text = text.replace("../../charts/rediscluster-operator/files/alerts.yaml", str(ALERTS))
+    bad.write_text(text.replace("values: '1 1 0 0 0 0'", "values: '1 1 1 1 1 1'"))
+    result = run(promtool, "test", "rules", str(bad), check=False)
+    assert result.returncode != 0
+    assert "RedisClusterNoMaster" in result.stdout + result.stderr

@@ -126,8 +126,13 @@ async def load_keys(client: aioredis.Redis, n: int) -> dict[str, str]:
     return data
 
 
+# These tests do not fault Redis: a long down-after keeps a loaded machine's slow PONG (while
+# 100,000 keys load) from starting a failover that would unblock the test's WAIT.
+QUIET_DOWN_AFTER_MS = 10_000
+
+
 async def running_cluster(c: Cluster, replicas: int = 2) -> str:
-    c.create(replicas=replicas, downAfterMilliseconds=2000)
+    c.create(replicas=replicas, downAfterMilliseconds=QUIET_DOWN_AFTER_MS)
     await eventually(lambda: c.ready(replicas), within=120, what="Running", interval=0.2)
     return str(c.status()["currentMaster"])
 
@@ -290,7 +295,7 @@ async def test_a_restore_seeds_a_new_cluster_with_every_key_and_reports_restored
     b = Backups(envtest, namespace)
     data, backup = await backed_up(src, b, object_store, "nightly", 100_000)
     dst = cluster_factory("dst")
-    dst.create(replicas=2, downAfterMilliseconds=2000, restoreFrom={"backupName": "nightly"})
+    dst.create(replicas=2, downAfterMilliseconds=QUIET_DOWN_AFTER_MS, restoreFrom={"backupName": "nightly"})
     await eventually(lambda: dst.ready(2), within=180, what="the restored cluster Running", interval=0.5)
     restored = condition(dst.status(), "Restored")
     assert restored is not None
@@ -327,7 +332,7 @@ async def test_a_corrupt_or_missing_backup_fails_the_restore_and_promotes_nothin
     body[len(body) // 2] ^= 0x01  # one flipped bit, same size
     object_store.client().put_object(Bucket=BUCKET, Key=key, Body=bytes(body))
     bad = cluster_factory("bad")
-    bad.create(replicas=2, downAfterMilliseconds=2000, restoreFrom={"backupName": "flipped"})
+    bad.create(replicas=2, downAfterMilliseconds=QUIET_DOWN_AFTER_MS, restoreFrom={"backupName": "flipped"})
     missing = cluster_factory("missing")
     missing.create(replicas=2, restoreFrom={"backupName": "no-such-backup"})
 

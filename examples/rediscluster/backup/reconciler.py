@@ -4,7 +4,8 @@ One reconcile (level-triggered; it never waits on the backup itself — the Job 
 
 1. fetch the RedisBackup (cache); being deleted → run the deletion Job of the stored object (when
    there is one), then drop the finalizer ``redis.pyctrl.dev/backup-data`` — a deletion Job that
-   fails leaves the object in the store, says so in an Event, and lets the RedisBackup go;
+   fails, or cannot be created (its namespace is being deleted), leaves the object in the store,
+   says so in an Event, and lets the RedisBackup go (a namespace deletion never hangs on it);
 2. Succeeded or Failed → nothing more to do;
 3. no Job yet → check the inputs (the RedisCluster exists and has a serving pod, the claim exists,
    the S3 credentials Secret has both keys): a bad input is ``Failed`` with the reason in
@@ -38,7 +39,7 @@ from examples.rediscluster.resources import REDIS_PORT, ROLE_LABEL, selector_lab
 from examples.rediscluster.topology import Role
 from pyctrl import Request, Result
 from pyctrl.client import Job, PersistentVolumeClaim, Pod, Secret
-from pyctrl.client.errors import NotFound
+from pyctrl.client.errors import Forbidden, NotFound
 from pyctrl.client.objects import Condition
 from pyctrl.client.patch import MergeFrom, PatchType, RawPatch
 from pyctrl.controllerutil import add_finalizer, remove_finalizer, set_controller_reference
@@ -322,21 +323,31 @@ class RedisBackupReconciler:
             if job is None:
                 job_obj = delete_job(backup, self.image)
                 set_controller_reference(backup, job_obj)
-                await self.client.create(job_obj)
-                return Result()
-            status = job.status
-            if status is None or (
-                status.condition("Complete") is None and status.condition("Failed") is None
-            ):
-                return Result()
-            if status.condition("Failed") is not None:
-                assert backup.status is not None
-                self.recorder.event(
-                    backup,
-                    "Warning",
-                    "DeleteFailed",
-                    f"could not delete {backup.status.location}; it is left in place",
-                )
+                try:
+                    await self.client.create(job_obj)
+                    return Result()
+                except Forbidden as exc:  # e.g. the namespace is being deleted: no Job can start
+                    assert backup.status is not None
+                    self.recorder.event(
+                        backup,
+                        "Warning",
+                        "DeleteFailed",
+                        f"cannot start the deletion Job ({exc}); {backup.status.location} is left in place",
+                    )
+            else:
+                status = job.status
+                if status is None or (
+                    status.condition("Complete") is None and status.condition("Failed") is None
+                ):
+                    return Result()
+                if status.condition("Failed") is not None:
+                    assert backup.status is not None
+                    self.recorder.event(
+                        backup,
+                        "Warning",
+                        "DeleteFailed",
+                        f"could not delete {backup.status.location}; it is left in place",
+                    )
         remove_finalizer(backup, DATA_FINALIZER)
         await self.client.patch(
             backup,

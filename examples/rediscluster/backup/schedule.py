@@ -24,7 +24,8 @@ Guarantees:
   for the finalizers) and the finalizer goes only once it Succeeded. A failed final backup gives a
   Warning Event ``FinalBackupFailed`` and the condition ``FinalBackup`` False, and is retried; the
   annotation ``redis.pyctrl.dev/skip-final-backup=true`` gives up deliberately (Event
-  ``FinalBackupSkipped``). Backups are not owned by the cluster: they outlive it.
+  ``FinalBackupSkipped``), as does a namespace being deleted (no RedisBackup can be created
+  there). Backups are not owned by the cluster: they outlive it.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.backup.api import BackupPhase, BackupSchedule, RedisBackup
 from examples.rediscluster.backup.job import CLUSTER_LABEL
 from pyctrl import Request, Result
-from pyctrl.client.errors import AlreadyExists, NotFound
+from pyctrl.client.errors import AlreadyExists, Forbidden, NotFound
 from pyctrl.client.objects import Condition
 from pyctrl.client.patch import MergeFrom, PatchType, RawPatch
 from pyctrl.controllerutil import add_finalizer, remove_finalizer
@@ -199,8 +200,15 @@ class BackupScheduleReconciler:
         except NotFound:
             backup = None
         if backup is None:
-            with contextlib.suppress(AlreadyExists):
+            try:
                 await self.client.create(self._backup(cluster, spec, name, "final", {}))
+            except AlreadyExists:
+                pass
+            except Forbidden as exc:  # its namespace is being deleted: nothing can be created
+                self.recorder.event(
+                    cluster, "Warning", "FinalBackupSkipped", f"cannot create the final backup: {exc}"
+                )
+                return await self._release(cluster)
             self.recorder.event(
                 cluster, "Normal", "FinalBackupStarted", f"RedisBackup {name} before deletion"
             )

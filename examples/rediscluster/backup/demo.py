@@ -13,6 +13,7 @@ import contextlib
 import json
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from pyctrl.envtest import Environment
 from pyctrl.envtest.objectstore import ObjectStore
@@ -105,8 +106,18 @@ def run_backup_demo(keep: bool) -> int:
             say("kubectl apply -f restored.yaml (spec.restoreFrom: {backupName: shop-manual})")
             demo.kubectl("apply", "-f", "-", stdin=docs["restored"])
             demo.wait("RedisCluster shop-copy Running", lambda: running("shop-copy"), 240)
+
+            def restored_condition() -> dict[str, Any]:
+                status = json.loads(demo.kubectl("get", "rdc", "shop-copy", "-o", "json")).get("status") or {}
+                return next((c for c in status.get("conditions", []) if c["type"] == "Restored"), {})
+
+            def seeded() -> str | None:
+                cond = restored_condition()
+                return None if cond.get("status") == "True" else f"Restored={cond.get('status')}"
+
+            demo.wait("condition Restored=True on shop-copy", seeded, 60)
             copy = json.loads(demo.kubectl("get", "rdc", "shop-copy", "-o", "json"))
-            restored = next(c for c in copy["status"]["conditions"] if c["type"] == "Restored")
+            restored = restored_condition()
             say(f"condition Restored={restored['status']}: {restored['message']}")
             new_ip = demo.pod_ip(copy["status"]["currentMaster"])
             say(f"order:3 on the restored cluster: {demo.redis_cli(new_ip, 'GET', 'order:3')!r}")

@@ -60,6 +60,13 @@ _CLUSTER_RULES: list[JsonValue] = [
         "change spec.shards instead",
         "fieldPath": ".replicas",
     },
+    {
+        # backups hold one RDB of the one master (examples/rediscluster/backup/): not yet per shard
+        "rule": "self.mode != 'cluster' || !has(self.restoreFrom)",
+        "message": "spec.restoreFrom is not supported in cluster mode yet (a backup is one RDB, "
+        "not one per shard)",
+        "fieldPath": ".restoreFrom",
+    },
 ]
 
 

@@ -17,8 +17,8 @@ from typing import Any
 from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.backup import DEFAULT_IMAGE
 from examples.rediscluster.backup.api import RedisBackup
-from examples.rediscluster.cluster.mover import SlotMover
 from examples.rediscluster.backup.controllers import add_backup_controllers
+from examples.rediscluster.cluster.mover import SlotMover
 from examples.rediscluster.controller import RedisClusterReconciler
 from examples.rediscluster.nodeloss import Node
 from examples.rediscluster.prober import ClusterKey, HealthProber

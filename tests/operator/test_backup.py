@@ -527,3 +527,18 @@ async def test_an_operator_killed_while_a_backup_job_runs_completes_it_once_afte
         for proc in procs:
             proc.kill()
             proc.wait(10)
+
+
+async def test_cluster_mode_is_refused_until_backups_per_shard_exist(
+    operator: RunningOperator, cluster_factory: Callable[[str], Cluster], envtest: Environment, namespace: str
+) -> None:
+    sharded = cluster_factory("sharded")
+    with pytest.raises(Exception, match="restoreFrom is not supported in cluster mode") as refused:
+        sharded.create(mode="cluster", restoreFrom={"backupName": "any"})
+    assert "422" in str(refused.value)
+    sharded.create(mode="cluster")
+    b = Backups(envtest, namespace)
+    b.create("of-shards", "sharded", {"pvc": {"claimName": "nope"}})
+    status = await eventually(lambda: b.finished("of-shards"), within=60, what="of-shards done", interval=0.5)
+    assert status["phase"] == "Failed"
+    assert "cluster mode: backups per shard are not implemented" in status["message"]

@@ -177,6 +177,11 @@ class RedisBackupReconciler:
             raise BadInput(
                 "ClusterNotFound", f"RedisCluster {backup.spec.cluster_name!r} not found"
             ) from None
+        if cluster.spec.mode == "cluster":
+            raise BadInput(
+                "ClusterModeUnsupported",
+                f"RedisCluster {cluster.name!r} is in cluster mode: backups per shard are not implemented",
+            )
         dest = backup.spec.destination
         if dest.pvc is not None:
             try:

@@ -22,8 +22,8 @@ Guarantees (``restore_state``, called by the RedisCluster reconciler):
 - Restored stays True once reached (it records what the cluster was seeded from).
 
 Restore needs ``enablePersistence: false`` (with AOF on, Redis loads the AOF, not ``dump.rdb``);
-the reconciler reports such a spec as RestoreFailed. Cluster (sharded) mode does not exist yet: a
-backup is one RDB of the one master.
+the reconciler reports such a spec as RestoreFailed. A backup is one RDB of the one master:
+``restoreFrom`` with ``mode: cluster`` is rejected by the CRD (CEL) until backups per shard exist.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@
   ``parallel-syncs`` 2 so both replicas re-attach at once, ``failover-timeout`` 10 s); clients
   find the master through redis-py's ``Sentinel``. Following Redis' advice for persistence off
   (an empty restarted master would wipe its replicas), these pods do not restart
-  (``restartPolicy: Never``): after a run a dead pod is created again as a replica.
+  (``restartPolicy: Never``): after a run a dead pod is created again as a replica (a new
+  address; the Sentinels keep the old one as a down replica).
 
 Both answer the same questions: which pod is master (``discover``), when the system *decided*
 to fail over (operator: a new ``masterEpoch`` in status; Sentinel: ``+odown``), whether it is
@@ -296,8 +297,11 @@ class SentinelSystem:
         return info.get("role") == "master" and int(info.get("connected_slaves", 0)) == 2
 
     async def restore(self, victim: str) -> None:
-        """A pod that exited (restartPolicy Never) is created again, as a replica of the master;
-        the Sentinels then forget its old address (``SENTINEL RESET``, between runs only)."""
+        """A pod that exited (restartPolicy Never) is created again, as a replica of the master.
+
+        Its old address stays in the Sentinels' lists as a down replica, which is harmless; no
+        ``SENTINEL RESET`` (a reset while a failover finishes left one Sentinel watching the dead
+        master for good: the "unconditional Sentinel resets" failure of REFERENCE)."""
         pod = await self.t.request_json("GET", f"/api/v1/namespaces/{NS}/pods/{victim}")
         if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
             return  # still running (a resumed hang): Sentinel converts it to a replica itself
@@ -317,8 +321,6 @@ class SentinelSystem:
         if master is None:
             raise SystemError_("no master to re-attach the restarted pod to")
         self.pods[victim] = await self._create_pod(victim, self.pods[master])
-        for host, port in self.sentinels:
-            await _sentinel(host, port, "RESET", self.MASTER_NAME)
 
     async def close(self) -> None:
         for task in self._listeners:

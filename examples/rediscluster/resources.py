@@ -146,7 +146,12 @@ def redis_conf(spec: RedisClusterSpec) -> str:
     if spec.enable_persistence:
         lines += ["appendonly yes", "appendfsync everysec"]
     else:
-        lines += ["appendonly no", 'save ""']
+        # A replica keeps the RDB of its last full sync in /data; a pod restarted from it would
+        # boot with stale keys and no longer look like the empty restart it is (topology's
+        # is_empty_restart), so the old master would be promoted again and wipe its replicas'
+        # newer writes (measured by the failover benchmark's crash fault). Redis deletes those
+        # sync files when persistence is off and this is set.
+        lines += ["appendonly no", 'save ""', "rdb-del-sync-files yes"]
     if spec.memory_limit is not None:
         # Leave 10 % of the container limit to Redis' own overhead and replication buffers.
         lines.append(f"maxmemory {int(parse_quantity(spec.memory_limit) * 0.9)}")

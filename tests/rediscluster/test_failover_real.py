@@ -9,7 +9,9 @@ import asyncio
 import time
 from collections.abc import Sequence
 
+from examples.rediscluster.api import RedisClusterSpec
 from examples.rediscluster.prober import ClusterKey, HealthProber
+from examples.rediscluster.resources import redis_conf
 from examples.rediscluster.topology import (
     ClusterState,
     Demote,
@@ -256,3 +258,44 @@ async def test_scale_in_hands_the_master_over_before_removing_it(redis_servers: 
     assert recorded == ClusterState(decision.failover_to, 3)
     assert not scale_down_victims(await observe_all(servers, labels), recorded, 2, POLICY).fail_over_first
     assert missing(servers[int(decision.failover_to[-1])], acked) == []
+
+
+def _operator_directives(name: str) -> tuple[str, ...]:
+    """``--name value`` of a directive in the operator's redis.conf (persistence off, the default)."""
+    lines = [line.split(" ", 1) for line in redis_conf(RedisClusterSpec()).splitlines()]
+    return tuple(part for key, value in lines if key == name for part in (f"--{key}", value))
+
+
+async def test_a_master_that_once_full_synced_as_a_replica_restarts_empty_not_with_that_stale_copy(
+    redis_servers: RedisServers,
+) -> None:
+    """The crash the failover benchmark caught: rc-0 had been a replica (its full sync wrote
+    dump.rdb), became master, took writes, crashed and restarted. With the operator's
+    ``rdb-del-sync-files yes`` it restarts empty, so it is an empty restart and never a source."""
+    servers = redis_servers.start(3, extra=_operator_directives("rdb-del-sync-files"))
+    s0, s1, s2 = servers
+    assert _operator_directives("rdb-del-sync-files") == ("--rdb-del-sync-files", "yes")
+    with s1.client() as c:  # rc-1 is the first master; rc-0 full-syncs from it
+        c.set("old", "1")
+    with s0.client() as c:
+        c.execute_command("REPLICAOF", *map(str, s1.address))
+    await eventually(lambda: link_up(s0), within=10.0, what="rc-0 synced from rc-1")
+    assert not (s0.dir / "dump.rdb").exists()  # the sync's RDB was deleted once loaded
+    for s in (s0, s1, s2):
+        with s.client() as c:
+            c.execute_command("REPLICAOF", "NO", "ONE")
+    labels: dict[str, str] = {}
+    recorded = await converge(servers, ClusterState(), labels)
+    assert recorded.current_master == "rc-0"
+    await eventually(lambda: all_in_sync([s1, s2]), within=10.0, what="replicas in sync")
+    acked = write_acknowledged(s0, 50, 2)
+    s0.shutdown_nosave()
+    s0.start()
+    observed = await observe_all(servers, labels)
+    assert observed[0].redis is not None
+    assert observed[0].redis.keys == 0
+    decided = plan(observed, recorded, POLICY)
+    assert decided.actions[0] in (RecordMaster("rc-1", 2), RecordMaster("rc-2", 2))
+    recorded = await converge(servers, recorded, labels, decided)
+    for server in servers:
+        assert missing(server, acked) == []

@@ -62,6 +62,15 @@ def _metric(port: int, name: str) -> float:
     )
 
 
+def _serves(port: int, name: str) -> bool:
+    """The operator at ``port`` answers /metrics with a sample of ``name`` (a standby's is 0)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=1) as response:
+            return any(line.startswith(name) for line in response.read().decode().splitlines())
+    except OSError:
+        return False
+
+
 def _operator(ctx: Any, tag: str, warm: bool) -> tuple[_procs.Child, int]:
     metrics = free_port()
     argv = [

@@ -182,7 +182,10 @@ async def run(args: argparse.Namespace) -> list[Any]:
                 scenario = SCENARIOS[name]
                 if scenario is not None:
                     print(f"\nscenario {name}", flush=True)
-                    outcomes += await scenario(ctx)
+                    try:
+                        outcomes += await scenario(ctx)
+                    except (TimeoutError, SystemError_) as exc:  # reported; the others still run
+                        print(f"scenario {name} could not finish: {exc}", flush=True)
         finally:
             await t.close()
     print(f"\nbenchmark took {time.monotonic() - started:.0f} s", flush=True)

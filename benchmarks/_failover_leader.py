@@ -104,7 +104,7 @@ async def _one(ctx: Any, k: int, warm: bool) -> LeaderOutcome:
         )
         standby, port = _operator(ctx, f"{k}-b", warm)
         await until(
-            lambda: _metric_at_least(port, "controller_runtime_max_concurrent_reconciles", 1), 60, "standby"
+            lambda: asyncio.to_thread(_serves, port, "leader_election_master_status"), 60, "the standby"
         )
         await asyncio.sleep(3.0)  # let the standby settle (warm: its caches sync) before the kill
         killed = time.monotonic()

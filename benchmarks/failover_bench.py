@@ -132,6 +132,8 @@ def _median(values: list[float | None]) -> float | None:
 def report(outcomes: list[Outcome], down_after_ms: int) -> dict[tuple[str, str], dict[str, Any]]:
     """Print the table of medians per (system, scenario) and the RATIO lines; return the table."""
     table: dict[tuple[str, str], dict[str, Any]] = {}
+    if not outcomes:
+        return table
     for o in outcomes:
         table.setdefault((o.system, o.fault), {"runs": []})["runs"].append(o)
     print(f"\nfailover, downAfterMilliseconds={down_after_ms}, medians over the runs:")

@@ -290,12 +290,18 @@ async def test_a_master_that_once_full_synced_as_a_replica_restarts_empty_not_wi
     await eventually(lambda: all_in_sync([s1, s2]), within=10.0, what="replicas in sync")
     acked = write_acknowledged(s0, 50, 2)
     s0.shutdown_nosave()
-    s0.start()
+    # a new address: here nothing boots it fenced, so at the old one its replicas would resync at once
+    s0.start(port=free_port())
     observed = await observe_all(servers, labels)
     assert observed[0].redis is not None
     assert observed[0].redis.keys == 0
     decided = plan(observed, recorded, POLICY)
     assert decided.actions[0] in (RecordMaster("rc-1", 2), RecordMaster("rc-2", 2))
     recorded = await converge(servers, recorded, labels, decided)
+    await eventually(
+        lambda: all_in_sync([s for i, s in enumerate(servers) if f"rc-{i}" != recorded.current_master]),
+        within=10.0,
+        what="everyone in sync with the new master",
+    )
     for server in servers:
         assert missing(server, acked) == []

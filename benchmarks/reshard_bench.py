@@ -178,7 +178,11 @@ async def operator_run(env: Environment, keys: int, value: str, workdir: Path) -
 
 
 async def redis_cli_run(keys: int, value: str, workdir: Path) -> Result:
-    ports = [free_port() for _ in range(4)]
+    ports: list[int] = []
+    while len(ports) < 4:  # the cluster bus listens on port + 10000: at most 55535
+        port = free_port()
+        if port <= 50000 and port not in ports:
+            ports.append(port)
     children = []
     try:
         for port in ports:

@@ -1,13 +1,24 @@
-# The RedisCluster operator image: pyctrl + the operator, running as a non-root user.
-# Build: docker build -t pyctrl/rediscluster-operator:0.1.0 .
-FROM python:3.11-slim AS build
+# The RedisCluster operator image: pyctrl + the operator in a venv, running as a non-root user.
+# Build: docker build -t pyctrl/rediscluster-operator:0.1.0 .   (or `make image`: buildah, no daemon)
+# BASE: any image with python3 >= 3.11 and its venv module; `make image` passes a Debian bookworm
+# root filesystem made by mmdebstrap (no registry is reachable where this project is developed).
+ARG BASE=python:3.11-slim
+FROM ${BASE} AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY pyctrl ./pyctrl
-RUN pip install --no-cache-dir --prefix=/install ".[redis]"
+# Only for a TLS-intercepting proxy: a CA bundle mounted into the build (`make image` passes the
+# host's pip CA bundle); this stage's ARGs do not reach the final image.
+ARG PIP_CERT
+RUN python3 -m venv /opt/venv && /opt/venv/bin/pip install --no-cache-dir ".[redis]"
 
-FROM python:3.11-slim
-COPY --from=build /install /usr/local
+FROM ${BASE}
+LABEL org.opencontainers.image.title="rediscluster-operator" \
+      org.opencontainers.image.description="The pyctrl RedisCluster operator" \
+      org.opencontainers.image.version="0.1.0" \
+      org.opencontainers.image.licenses="Apache-2.0"
+COPY --from=build /opt/venv /opt/venv
+ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 WORKDIR /app
 COPY examples/__init__.py examples/__init__.py
 COPY examples/rediscluster examples/rediscluster

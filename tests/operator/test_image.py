@@ -70,7 +70,7 @@ def parse_dockerfile(text: str) -> list[Stage]:
                 stages[-1].runs.append(rest)
             case "ENTRYPOINT":
                 stages[-1].entrypoint = json.loads(rest)
-            case "USER" | "ENV" | "EXPOSE" | "LABEL":
+            case "USER" | "ENV" | "EXPOSE" | "LABEL" | "ARG":
                 continue
             case _:
                 raise AssertionError(f"the Dockerfile uses {op}, which this check does not replay")

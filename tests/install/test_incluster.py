@@ -23,6 +23,7 @@ pytestmark = pytest.mark.controlplane
 
 OPERATOR_IMAGE = "pyctrl/rediscluster-operator:0.1.0"
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+CHECKOUT_TOP = "/" + Path(__file__).resolve().parts[1]  # /work, or /tmp for a clone there
 
 # Runs inside the Pod's sandbox; prints one JSON line the test reads from the container's log.
 IN_CLUSTER_SCRIPT = f"""
@@ -92,6 +93,41 @@ async def test_the_operator_image_reaches_the_apiserver_as_its_service_account_f
     # ServiceAccount admission added the projected volume the node mounted.
     volumes = [v["name"] for v in pod["spec"]["volumes"]]
     assert any(name.startswith("kube-api-access-") for name in volumes), volumes
+
+
+async def test_the_operator_image_still_runs_under_an_empty_dir_mounted_over_its_checkouts_parent(
+    envtest: Environment, namespace: str
+) -> None:
+    # The chart mounts an emptyDir at /tmp; a checkout (a CI clone) under /tmp must not vanish.
+    top = CHECKOUT_TOP
+    script = f"import examples.rediscluster.operator; open('{top}/written', 'w').write('ok'); print('ran')"
+    container = {
+        "name": "main",
+        "image": OPERATOR_IMAGE,
+        "command": ["python", "-c", script],
+        "volumeMounts": [{"name": "scratch", "mountPath": top}],
+    }
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "shadowed"},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [container],
+            "volumes": [{"name": "scratch", "emptyDir": {}}],
+        },
+    }
+    envtest.http.request("POST", f"/api/v1/namespaces/{namespace}/pods", body)
+
+    def finished() -> str | None:
+        phase = _pod(envtest, namespace, "shadowed").get("status", {}).get("phase")
+        return phase if phase in ("Succeeded", "Failed") else None
+
+    phase = await eventually(finished, within=90, what="the shadowed Pod to finish", interval=0.5)
+    pod = _pod(envtest, namespace, "shadowed")
+    output = (Path(pod["metadata"]["annotations"][LOG_DIR_ANNOTATION]) / "main.log").read_text()
+    assert phase == "Succeeded", output
+    assert output.strip().splitlines()[-1] == "ran"
 
 
 async def test_an_image_the_node_does_not_map_waits_as_image_not_mapped(

@@ -13,6 +13,12 @@ own ``env`` overrides them, as with a real image). The default rules:
   runs the same code;
 - ``redis*`` → ``redis-server``.
 
+A mapped image's own files are host paths here (its executable's installation and the absolute
+directories its ENV names, e.g. this checkout for the operator image); a volume mounted over one
+of their parents (an ``emptyDir`` at ``/tmp`` while the checkout lives under ``/tmp``) would hide
+them, where in a real container the image's files sit apart from the volume. ``image_paths_under``
+names those paths so the node binds them back, read-only, above the volumes.
+
 Guarantees — the argv rule, in order:
 1. ``command`` set: argv = command + args, as in Kubernetes (the ENTRYPOINT is replaced);
    ``command[0]`` must be an absolute path or an executable on PATH (``redis-server``, ``sh``);
@@ -48,6 +54,7 @@ __all__ = [
     "ImageNotMapped",
     "StartError",
     "find_executable",
+    "image_paths_under",
     "resolve_argv",
 ]
 
@@ -125,6 +132,27 @@ class ImageMap:
             f"image {image!r} has no local executable (the local node does not pull images); "
             f"map it with --image-map {_RULE_FORM} (current rules: {known})"
         )
+
+
+def image_paths_under(image: ImageConfig, executable: str, mount_targets: Sequence[str]) -> list[str]:
+    """The image's host directories that a volume at one of ``mount_targets`` would hide.
+
+    The image's files: the installation holding ``executable`` (the parent of its ``bin``
+    directory, before and after resolving symlinks) and every absolute directory named in the
+    image's ENV values (``PATH``, ``PYTHONPATH``). Returned outermost first; paths that no mount
+    target covers are left out.
+    """
+    # both the installation the path names (a venv: its pyvenv.cfg sits beside bin/) and the one
+    # its symlinks lead to (the interpreter the venv was made from)
+    candidates = {os.path.dirname(os.path.dirname(p)) for p in (executable, os.path.realpath(executable))}
+    candidates |= {p for _, value in image.env for p in value.split(os.pathsep) if os.path.isabs(p)}
+    targets = [os.path.normpath(t) for t in mount_targets]
+    hidden = {
+        os.path.normpath(p)
+        for p in candidates
+        if os.path.isdir(p) and any(p == t or p.startswith(t.rstrip("/") + "/") for t in targets)
+    }
+    return sorted(hidden, key=lambda p: (p.count("/"), p))
 
 
 def find_executable(name: str, env: Mapping[str, str]) -> str | None:

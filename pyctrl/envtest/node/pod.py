@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 from pyctrl.envtest.node.addresses import AddressPool
 from pyctrl.envtest.node.container import Backoff, Container
 from pyctrl.envtest.node.envvars import PodFacts, build_env, decode_data, expand
-from pyctrl.envtest.node.images import DEFAULT_PATH, ImageMap, resolve_argv
+from pyctrl.envtest.node.images import DEFAULT_PATH, ImageMap, image_paths_under, resolve_argv
 from pyctrl.envtest.node.kube import ApiError, Kube
 from pyctrl.envtest.node.runtime import Launch, Mount
 from pyctrl.envtest.node.status import KUBELET_CONDITIONS, now_rfc3339, pod_status
@@ -193,6 +193,9 @@ class PodWorker:
                 source = _sub_path(source, sub)
             readonly = bool(vm.get("readOnly")) or vm["name"] in api_data  # as the kubelet does
             mounts.append(Mount(source, vm["mountPath"], readonly))
+        # the image's own files stay visible above a volume mounted over one of their parents
+        for path in image_paths_under(image, executable, [m.target for m in mounts]):
+            mounts.append(Mount(path, path, True))
         name = spec["name"]
         termination_log = self.pod_dir / f"{name}.termination-log"
         termination_log.parent.mkdir(parents=True, exist_ok=True)

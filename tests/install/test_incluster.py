@@ -58,14 +58,36 @@ def _pod(envtest: Environment, namespace: str, name: str) -> dict[str, Any]:
     return dict(envtest.http.get(f"/api/v1/namespaces/{namespace}/pods/{name}"))
 
 
-def _create_pod(envtest: Environment, namespace: str, name: str, container: dict[str, Any], sa: str) -> None:
+def _create_pod(
+    envtest: Environment,
+    namespace: str,
+    name: str,
+    container: dict[str, Any],
+    sa: str,
+    *,
+    volumes: list[dict[str, Any]] | None = None,
+) -> None:
+    spec = {"serviceAccountName": sa, "restartPolicy": "Never", "containers": [container]}
     body = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name},
-        "spec": {"serviceAccountName": sa, "restartPolicy": "Never", "containers": [container]},
+        "spec": spec | {"volumes": volumes or []},
     }
     envtest.http.request("POST", f"/api/v1/namespaces/{namespace}/pods", body)
+
+
+async def _finished(envtest: Environment, namespace: str, name: str) -> tuple[str, dict[str, Any], str]:
+    """Wait for the Pod to finish; its phase, the Pod and its container's log."""
+
+    def done() -> str | None:
+        phase = _pod(envtest, namespace, name).get("status", {}).get("phase")
+        return phase if phase in ("Succeeded", "Failed") else None
+
+    phase = await eventually(done, within=90, what=f"Pod {name} to finish", interval=0.5)
+    pod = _pod(envtest, namespace, name)
+    output = (Path(pod["metadata"]["annotations"][LOG_DIR_ANNOTATION]) / "main.log").read_text()
+    return phase, pod, output
 
 
 async def test_the_operator_image_reaches_the_apiserver_as_its_service_account_from_inside_the_pod(
@@ -75,14 +97,7 @@ async def test_the_operator_image_reaches_the_apiserver_as_its_service_account_f
     envtest.http.request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts", sa)
     container = {"name": "main", "image": OPERATOR_IMAGE, "command": ["python", "-c", IN_CLUSTER_SCRIPT]}
     _create_pod(envtest, namespace, "incluster", container, sa="probe")
-
-    def finished() -> str | None:
-        phase = _pod(envtest, namespace, "incluster").get("status", {}).get("phase")
-        return phase if phase in ("Succeeded", "Failed") else None
-
-    phase = await eventually(finished, within=90, what="the in-cluster Pod to finish", interval=0.5)
-    pod = _pod(envtest, namespace, "incluster")
-    output = (Path(pod["metadata"]["annotations"][LOG_DIR_ANNOTATION]) / "main.log").read_text()
+    phase, pod, output = await _finished(envtest, namespace, "incluster")
     assert phase == "Succeeded", output
     seen = json.loads(output.strip().splitlines()[-1])
     assert seen["user"] == f"system:serviceaccount:{namespace}:probe"
@@ -107,25 +122,10 @@ async def test_the_operator_image_still_runs_under_an_empty_dir_mounted_over_its
         "command": ["python", "-c", script],
         "volumeMounts": [{"name": "scratch", "mountPath": top}],
     }
-    body = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "shadowed"},
-        "spec": {
-            "restartPolicy": "Never",
-            "containers": [container],
-            "volumes": [{"name": "scratch", "emptyDir": {}}],
-        },
-    }
-    envtest.http.request("POST", f"/api/v1/namespaces/{namespace}/pods", body)
-
-    def finished() -> str | None:
-        phase = _pod(envtest, namespace, "shadowed").get("status", {}).get("phase")
-        return phase if phase in ("Succeeded", "Failed") else None
-
-    phase = await eventually(finished, within=90, what="the shadowed Pod to finish", interval=0.5)
-    pod = _pod(envtest, namespace, "shadowed")
-    output = (Path(pod["metadata"]["annotations"][LOG_DIR_ANNOTATION]) / "main.log").read_text()
+    _create_pod(
+        envtest, namespace, "shadowed", container, sa="default", volumes=[{"name": "scratch", "emptyDir": {}}]
+    )
+    phase, _, output = await _finished(envtest, namespace, "shadowed")
     assert phase == "Succeeded", output
     assert output.strip().splitlines()[-1] == "ran"
 

@@ -411,9 +411,10 @@ async def test_an_operator_sigkilled_mid_resharding_repairs_the_open_slots_and_c
         await fill(c.pod_ip("rk-0"), 20000)
         set_shards(c, 4)
 
+        # Status shows slots left to move once the moves are planned; on an idle machine they can
+        # all move between two polls, so any count > 0 (not a part-way count) marks "under way".
         async def moving() -> bool:
-            left = c.status().get("slotsToMove") or 0
-            return 0 < left < 4000
+            return (c.status().get("slotsToMove") or 0) > 0 or bool(await open_slots(c))
 
         await eventually(moving, within=120, what="the resharding under way", interval=0.1)
         procs[0].kill()  # SIGKILL: no shutdown, the slot being moved stays open

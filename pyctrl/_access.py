@@ -25,46 +25,40 @@ def _dict_meta(obj: Any) -> dict[str, Any]:
     return meta if isinstance(meta, dict) else {}
 
 
-def name(obj: Any) -> str:
+def _field(obj: Any, attr: str, key: str) -> Any:
+    """``metadata.<attr>`` of a typed object, ``metadata[key]`` (the wire name) of a dict; None when
+    unset."""
     if isinstance(obj, KubeObject):
-        return obj.metadata.name or ""
-    return str(_dict_meta(obj).get("name") or "")
+        return getattr(obj.metadata, attr)
+    return _dict_meta(obj).get(key)
+
+
+def name(obj: Any) -> str:
+    return str(_field(obj, "name", "name") or "")
 
 
 def namespace(obj: Any) -> str:
-    if isinstance(obj, KubeObject):
-        return obj.metadata.namespace or ""
-    return str(_dict_meta(obj).get("namespace") or "")
+    return str(_field(obj, "namespace", "namespace") or "")
 
 
 def uid(obj: Any) -> str:
-    if isinstance(obj, KubeObject):
-        return obj.metadata.uid or ""
-    return str(_dict_meta(obj).get("uid") or "")
+    return str(_field(obj, "uid", "uid") or "")
 
 
 def resource_version(obj: Any) -> str:
-    if isinstance(obj, KubeObject):
-        return obj.metadata.resource_version or ""
-    return str(_dict_meta(obj).get("resourceVersion") or "")
+    return str(_field(obj, "resource_version", "resourceVersion") or "")
 
 
 def generation(obj: Any) -> int:
-    if isinstance(obj, KubeObject):
-        return obj.metadata.generation or 0
-    return int(_dict_meta(obj).get("generation") or 0)
+    return int(_field(obj, "generation", "generation") or 0)
 
 
 def labels(obj: Any) -> dict[str, str]:
-    if isinstance(obj, KubeObject):
-        return obj.metadata.labels or {}
-    return dict(_dict_meta(obj).get("labels") or {})
+    return dict(_field(obj, "labels", "labels") or {})
 
 
 def annotations(obj: Any) -> dict[str, str]:
-    if isinstance(obj, KubeObject):
-        return obj.metadata.annotations or {}
-    return dict(_dict_meta(obj).get("annotations") or {})
+    return dict(_field(obj, "annotations", "annotations") or {})
 
 
 def owner_references(obj: Any) -> list[dict[str, Any]]:

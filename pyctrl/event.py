@@ -15,28 +15,37 @@ __all__ = ["CreateEvent", "DeleteEvent", "Event", "GenericEvent", "UpdateEvent"]
 
 
 @dataclass(frozen=True, slots=True)
-class CreateEvent:
+class _ObjectEvent:
+    """An event about one object (all but ``UpdateEvent``, which carries the old and the new)."""
+
     object: Any
+
+
+@dataclass(frozen=True, slots=True)
+class CreateEvent(_ObjectEvent):
+    """The object appeared: created, or listed when the informer (re)started."""
+
     is_in_initial_list: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class UpdateEvent:
+    """The object changed from ``object_old`` to ``object_new`` (a resync delivers equal ones)."""
+
     object_old: Any
     object_new: Any
 
 
 @dataclass(frozen=True, slots=True)
-class DeleteEvent:
-    object: Any
+class DeleteEvent(_ObjectEvent):
+    """The object was deleted (its last known state; see ``delete_state_unknown``)."""
+
     delete_state_unknown: bool = False
 
 
 @dataclass(frozen=True, slots=True)
-class GenericEvent:
+class GenericEvent(_ObjectEvent):
     """An event from outside the cluster (a ``Channel`` source), naming an object to reconcile."""
-
-    object: Any
 
 
 Event: TypeAlias = CreateEvent | UpdateEvent | DeleteEvent | GenericEvent

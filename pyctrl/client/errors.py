@@ -44,7 +44,7 @@ Guarantees:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 __all__ = [
     "AlreadyExists",
@@ -125,10 +125,29 @@ class StatusCause:
 
 
 class ApiError(KubernetesError):
-    """The apiserver answered with a failure ``metav1.Status``."""
+    """The apiserver answered with a failure ``metav1.Status``.
+
+    A subclass declared with the HTTP ``code`` it stands for or the Status ``reasons`` that select
+    it (default: its own name) is registered for :func:`api_error_from_status`, which looks classes
+    up by reason first, then by code (``code_fallback=False``: that code belongs to another class).
+    A subclass declared without either is not looked up.
+    """
 
     #: HTTP code this class stands for (the actual response code is in :attr:`code`).
-    default_code: int = 0
+    default_code: ClassVar[int] = 0
+
+    def __init_subclass__(
+        cls, *, code: int | None = None, reasons: tuple[str, ...] | None = None, code_fallback: bool = True
+    ) -> None:
+        super().__init_subclass__()
+        if code is None and reasons is None:
+            return
+        if code is not None:
+            cls.default_code = code
+            if code_fallback:
+                _BY_CODE[code] = cls
+        for reason in (cls.__name__,) if reasons is None else reasons:
+            _BY_REASON[reason] = cls
 
     def __init__(self, status: dict[str, Any], *, code: int | None = None) -> None:
         self.status: dict[str, Any] = status
@@ -153,60 +172,53 @@ class ApiError(KubernetesError):
         return f"{self.message} ({label})"
 
 
-class BadRequest(ApiError):
-    default_code = 400
+_BY_REASON: dict[str, type[ApiError]] = {}
+_BY_CODE: dict[int, type[ApiError]] = {}
 
 
-class Unauthorized(ApiError):
-    default_code = 401
+class BadRequest(ApiError, code=400): ...
 
 
-class Forbidden(ApiError):
-    default_code = 403
+class Unauthorized(ApiError, code=401): ...
 
 
-class NotFound(ApiError):
-    default_code = 404
+class Forbidden(ApiError, code=403): ...
 
 
-class MethodNotAllowed(ApiError):
-    default_code = 405
+class NotFound(ApiError, code=404): ...
 
 
-class AlreadyExists(ApiError):
-    default_code = 409
+class MethodNotAllowed(ApiError, code=405): ...
 
 
-class Conflict(ApiError):
-    default_code = 409
+class AlreadyExists(ApiError, code=409, code_fallback=False):
+    """409 with reason AlreadyExists (a bare 409 is a :class:`Conflict`)."""
 
 
-class Gone(ApiError):
+class Conflict(ApiError, code=409):
+    """409: a stale ``resourceVersion`` or a server-side apply conflict."""
+
+
+class Gone(ApiError, code=410):
     """The requested resourceVersion is older than what the apiserver keeps: relist."""
 
-    default_code = 410
 
-
-class Expired(Gone):
+class Expired(Gone, reasons=("Expired",)):
     """Reason ``Expired``: a continue token or watch resourceVersion expired."""
 
 
-class RequestEntityTooLarge(ApiError):
-    default_code = 413
+class RequestEntityTooLarge(ApiError, code=413): ...
 
 
-class UnsupportedMediaType(ApiError):
-    default_code = 415
+class UnsupportedMediaType(ApiError, code=415): ...
 
 
-class Invalid(ApiError):
-    default_code = 422
+class Invalid(ApiError, code=422):
+    """422: the object failed validation; :attr:`causes` names the fields."""
 
 
-class TooManyRequests(ApiError):
+class TooManyRequests(ApiError, code=429):
     """429: the apiserver asks the client to back off for :attr:`retry_after` seconds."""
-
-    default_code = 429
 
     def __init__(
         self, status: dict[str, Any], *, code: int | None = None, retry_after: float | None = None
@@ -216,16 +228,14 @@ class TooManyRequests(ApiError):
         self.retry_after: float | None = retry_after if retry_after is not None else _float(seconds)
 
 
-class InternalError(ApiError):
-    default_code = 500
+class InternalError(ApiError, code=500): ...
 
 
-class ServiceUnavailable(ApiError):
-    default_code = 503
+class ServiceUnavailable(ApiError, code=503): ...
 
 
-class ServerTimeout(ApiError):
-    default_code = 504
+class ServerTimeout(ApiError, code=504, reasons=("ServerTimeout", "Timeout")):
+    """500 with reason ServerTimeout, or 504 (reason Timeout): the apiserver gave up in time."""
 
 
 def _float(value: Any) -> float | None:
@@ -233,44 +243,6 @@ def _float(value: Any) -> float | None:
         return float(value) if value is not None else None
     except (TypeError, ValueError):
         return None
-
-
-_BY_REASON: dict[str, type[ApiError]] = {
-    "BadRequest": BadRequest,
-    "Unauthorized": Unauthorized,
-    "Forbidden": Forbidden,
-    "NotFound": NotFound,
-    "MethodNotAllowed": MethodNotAllowed,
-    "AlreadyExists": AlreadyExists,
-    "Conflict": Conflict,
-    "Gone": Gone,
-    "Expired": Expired,
-    "RequestEntityTooLarge": RequestEntityTooLarge,
-    "UnsupportedMediaType": UnsupportedMediaType,
-    "Invalid": Invalid,
-    "TooManyRequests": TooManyRequests,
-    "InternalError": InternalError,
-    "ServiceUnavailable": ServiceUnavailable,
-    "ServerTimeout": ServerTimeout,
-    "Timeout": ServerTimeout,
-}
-
-_BY_CODE: dict[int, type[ApiError]] = {
-    400: BadRequest,
-    401: Unauthorized,
-    403: Forbidden,
-    404: NotFound,
-    405: MethodNotAllowed,
-    409: Conflict,
-    410: Gone,
-    413: RequestEntityTooLarge,
-    415: UnsupportedMediaType,
-    422: Invalid,
-    429: TooManyRequests,
-    500: InternalError,
-    503: ServiceUnavailable,
-    504: ServerTimeout,
-}
 
 
 def failure_status(reason: str, code: int, message: str, **details: Any) -> dict[str, Any]:

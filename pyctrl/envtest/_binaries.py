@@ -14,7 +14,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-__all__ = ["BINARIES", "BinariesError", "bin_dir"]
+__all__ = ["BINARIES", "BinariesError", "bin_dir", "built_bin_dir"]
 
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
 
@@ -23,12 +23,22 @@ class BinariesError(RuntimeError):
     """The control-plane binaries are missing and cannot be built."""
 
 
-def _build_script() -> Path | None:
-    for parent in Path(__file__).resolve().parents:
-        candidate = parent / "tools" / "controlplane" / "build.sh"
-        if candidate.is_file():
-            return candidate
-    return None
+def built_bin_dir(tool: str, error: type[RuntimeError], missing: str) -> Path:
+    """The bin directory ``tools/<tool>/build.sh`` of the source checkout prints, building what it
+    lacks first (idempotent, cached under ``$PYCTRL_CACHE_DIR``; progress goes to our stderr as it
+    happens). Raises ``error`` with ``missing`` when there is no checkout, or when the build fails.
+    """
+    scripts = (parent / "tools" / tool / "build.sh" for parent in Path(__file__).resolve().parents)
+    script = next((candidate for candidate in scripts if candidate.is_file()), None)
+    if script is None:
+        raise error(missing)
+    if shutil.which("bash") is None:
+        raise error(f"bash is needed to run {script}")
+    args = ["bash", str(script), "--print-bin-dir", "--quiet"]
+    proc = subprocess.run(args, stdout=subprocess.PIPE, text=True, check=False)
+    if proc.returncode != 0:
+        raise error(f"building {tool} ({script}) failed (exit {proc.returncode}); see the messages above")
+    return Path(proc.stdout.strip().splitlines()[-1])
 
 
 def _check(directory: Path, origin: str) -> Path:
@@ -43,19 +53,8 @@ def bin_dir() -> Path:
     for var in ("KUBEBUILDER_ASSETS", "PYCTRL_CONTROLPLANE_BIN_DIR"):
         if os.environ.get(var):
             return _check(Path(os.environ[var]), f"${var}")
-    script = _build_script()
-    if script is None:
-        raise BinariesError(
-            "no control-plane binaries: set KUBEBUILDER_ASSETS to a directory with "
-            f"{', '.join(BINARIES)}, or run from a pyctrl checkout (tools/controlplane/build.sh)"
-        )
-    if shutil.which("bash") is None:
-        raise BinariesError("bash is needed to run tools/controlplane/build.sh")
-    args = ["bash", str(script), "--print-bin-dir", "--quiet"]
-    # Progress goes to our stderr as it happens; stdout carries the directory.
-    proc = subprocess.run(args, stdout=subprocess.PIPE, text=True, check=False)
-    if proc.returncode != 0:
-        raise BinariesError(
-            f"building the control plane failed (exit {proc.returncode}); see the messages above"
-        )
-    return _check(Path(proc.stdout.strip().splitlines()[-1]), str(script))
+    missing = (
+        "no control-plane binaries: set KUBEBUILDER_ASSETS to a directory with "
+        f"{', '.join(BINARIES)}, or run from a pyctrl checkout (tools/controlplane/build.sh)"
+    )
+    return _check(built_bin_dir("controlplane", BinariesError, missing), "tools/controlplane/build.sh")

@@ -85,13 +85,7 @@ def apiserver_args(binary: str, state_dir: Path, pki: Pki, etcd_url: str, port: 
 
 def controller_manager_args(binary: str, state_dir: Path, pki: Pki, kubeconfig: Path, port: int) -> list[str]:
     return [
-        binary,
-        f"--kubeconfig={kubeconfig}",
-        f"--authentication-kubeconfig={kubeconfig}",
-        f"--authorization-kubeconfig={kubeconfig}",
-        "--bind-address=127.0.0.1",
-        f"--secure-port={port}",
-        f"--cert-dir={state_dir / 'pki' / 'controller-manager'}",
+        *_kube_component_args(binary, state_dir, "controller-manager", kubeconfig, port),
         f"--service-account-private-key-file={pki.sa_key}",
         f"--root-ca-file={pki.ca_cert}",
         f"--cluster-signing-cert-file={pki.ca_cert}",
@@ -114,15 +108,24 @@ def controller_manager_args(binary: str, state_dir: Path, pki: Pki, kubeconfig: 
 def scheduler_args(binary: str, state_dir: Path, kubeconfig: Path, port: int) -> list[str]:
     """The real kube-scheduler (default profile: node selectors, affinity, spread, taints)."""
     return [
+        *_kube_component_args(binary, state_dir, "scheduler", kubeconfig, port),
+        "--leader-elect=false",
+        "--v=1",
+    ]
+
+
+def _kube_component_args(binary: str, state_dir: Path, name: str, kubeconfig: Path, port: int) -> list[str]:
+    """What kube-controller-manager and kube-scheduler share: the apiserver reached (and requests
+    to their own endpoints authenticated and authorized) through ``kubeconfig``, their HTTPS
+    endpoint on loopback ``port`` with a self-signed certificate in the state dir."""
+    return [
         binary,
         f"--kubeconfig={kubeconfig}",
         f"--authentication-kubeconfig={kubeconfig}",
         f"--authorization-kubeconfig={kubeconfig}",
         "--bind-address=127.0.0.1",
         f"--secure-port={port}",
-        f"--cert-dir={state_dir / 'pki' / 'scheduler'}",
-        "--leader-elect=false",
-        "--v=1",
+        f"--cert-dir={state_dir / 'pki' / name}",
     ]
 
 

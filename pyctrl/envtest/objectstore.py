@@ -24,12 +24,12 @@ import contextlib
 import os
 import secrets
 import shutil
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
+from pyctrl.envtest._binaries import built_bin_dir
 from pyctrl.envtest._process import ManagedProcess, free_port, start_process
 
 if TYPE_CHECKING:
@@ -42,27 +42,12 @@ class ObjectStoreError(RuntimeError):
     """The object store could not be built or started."""
 
 
-def _build_script() -> Path | None:
-    for parent in Path(__file__).resolve().parents:
-        candidate = parent / "tools" / "versitygw" / "build.sh"
-        if candidate.is_file():
-            return candidate
-    return None
-
-
 def versitygw_binary() -> Path:
     """The versitygw executable: ``$PYCTRL_VERSITYGW`` or built (once) by tools/versitygw/build.sh."""
     if os.environ.get("PYCTRL_VERSITYGW"):
         return Path(os.environ["PYCTRL_VERSITYGW"])
-    script = _build_script()
-    if script is None:
-        raise ObjectStoreError("no versitygw: set PYCTRL_VERSITYGW or run from a pyctrl checkout")
-    proc = subprocess.run(
-        ["bash", str(script), "--print-bin-dir", "--quiet"], stdout=subprocess.PIPE, text=True, check=False
-    )
-    if proc.returncode != 0:
-        raise ObjectStoreError(f"building versitygw failed (exit {proc.returncode}); see the messages above")
-    return Path(proc.stdout.strip().splitlines()[-1]) / "versitygw"
+    missing = "no versitygw: set PYCTRL_VERSITYGW or run from a pyctrl checkout"
+    return built_bin_dir("versitygw", ObjectStoreError, missing) / "versitygw"
 
 
 class ObjectStore:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, runtime_checkable
 
 from pyctrl.cache import Cache, CacheOptions, Informers
@@ -374,14 +374,16 @@ class Manager:
         """Start the warm-up of those ``runnables`` that have one (standby only; see the docstring)."""
         if self.elector is None or not self.warm_standby or self.elected.is_set():
             return
-        self._warmup_group.runnables.extend(_WarmUp(r) for r in runnables if hasattr(r, "warm_up"))
+        self._warmup_group.runnables.extend(
+            _RunnableFunc(r.warm_up) for r in runnables if hasattr(r, "warm_up")
+        )
         self._warmup_group.start_all()
         self._wake.set()
 
     async def _become_leader(self) -> None:
         if self.elector is not None:
             self._warm_up(self._leader_group.runnables)
-            self._elector_group.runnables.append(_ElectorRunnable(self.elector))
+            self._elector_group.runnables.append(_RunnableFunc(self.elector.run))
             self._elector_group.start_all()
             self._wake.set()
             await self.elector.elected.wait()
@@ -400,24 +402,17 @@ class Manager:
         self.log.info("Stopped")
 
 
-class _WarmUp:
+class _RunnableFunc:
+    """A runnable that awaits ``func(stop)`` (controller-runtime ``manager.RunnableFunc``), started
+    outside leader election: a standby's warm-up, the elector itself."""
+
     needs_leader_election = False
 
-    def __init__(self, runnable: Any) -> None:
-        self.runnable = runnable
+    def __init__(self, func: Callable[[asyncio.Event], Awaitable[None]]) -> None:
+        self.func = func
 
     async def start(self, stop: asyncio.Event) -> None:
-        await self.runnable.warm_up(stop)
-
-
-class _ElectorRunnable:
-    needs_leader_election = False
-
-    def __init__(self, elector: LeaderElector) -> None:
-        self.elector = elector
-
-    async def start(self, stop: asyncio.Event) -> None:
-        await self.elector.run(stop)
+        await self.func(stop)
 
 
 def _incluster_namespace() -> str | None:

@@ -13,7 +13,7 @@ from pydantic import Field
 
 from pyctrl.client.gvk import GroupVersionKind
 from pyctrl.client.objects.core import PodTemplateSpec
-from pyctrl.client.objects.meta import KubeModel, KubeObject, LabelSelector
+from pyctrl.client.objects.meta import Condition, KubeModel, KubeObject, LabelSelector
 
 __all__ = ["Job", "JobCondition", "JobSpec", "JobStatus"]
 
@@ -29,14 +29,10 @@ class JobSpec(KubeModel):
     ttl_seconds_after_finished: int | None = None
 
 
-class JobCondition(KubeModel):
+class JobCondition(Condition):
     """``batch/v1 JobCondition``: Complete, Failed, FailureTarget, SuccessCriteriaMet, Suspended."""
 
-    type: str
-    status: str
-    reason: str | None = None
-    message: str | None = None
-    last_transition_time: str | None = None
+    last_probe_time: str | None = None
 
 
 class JobStatus(KubeModel):

@@ -11,7 +11,14 @@ from typing import Any
 from pydantic import Field
 
 from pyctrl.client.gvk import GroupVersionKind
-from pyctrl.client.objects.meta import KubeModel, KubeObject, LabelSelector, ObjectMeta, ObjectReference
+from pyctrl.client.objects.meta import (
+    Condition,
+    KubeModel,
+    KubeObject,
+    LabelSelector,
+    ObjectMeta,
+    ObjectReference,
+)
 
 __all__ = [
     "ConfigMap",
@@ -150,12 +157,9 @@ class PodSpec(KubeModel):
     priority_class_name: str | None = None
 
 
-class PodCondition(KubeModel):
-    type: str
-    status: str
-    reason: str | None = None
-    message: str | None = None
-    last_transition_time: str | None = None
+class PodCondition(Condition):
+    """``core/v1 PodCondition``: PodScheduled, Initialized, ContainersReady, Ready…"""
+
     last_probe_time: str | None = None
 
 

@@ -106,7 +106,8 @@ class ObjectReference(KubeModel):
 
 
 class Condition(KubeModel):
-    """``metav1.Condition`` (also fits most kinds' own condition types)."""
+    """``metav1.Condition``, and the base of the built-in kinds' own condition types (``PodCondition``,
+    ``JobCondition``), which share its fields (``observed_generation`` stays unset on those)."""
 
     type: str
     status: str

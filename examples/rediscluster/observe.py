@@ -129,6 +129,7 @@ async def observe(client: Any, cluster: RedisCluster, password: str | None, io_t
             label=(pod.metadata.labels or {}).get(ROLE_LABEL),
             terminating=bool(pod.metadata.deletion_timestamp),
             redis=facts,
+            node=(pod.spec.node_name if pod.spec else None) or None,
         )
 
     observed.nodes = list(await asyncio.gather(*(one(p) for p in pods.values())))

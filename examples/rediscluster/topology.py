@@ -377,13 +377,16 @@ def evacuate(observations: Sequence[NodeObservation], recorded: ClusterState, po
     :func:`plan`. Otherwise the best in-sync replica whose pod is not terminating takes over
     through :func:`switchover` (``FAILOVER TO``: writes pause while it catches up, none is lost),
     or the plan waits for one — the pod's preStop hook keeps the master serving meanwhile, for a
-    bounded time.
+    bounded time. A replica on another node than the master's is preferred to one beside it: a
+    drain evicts every pod of the node, so the master handed to its neighbour would be handed over
+    a second time a moment later.
     """
     nodes = _index(observations)
     master = nodes.get(recorded.current_master or "")
     if master is None or not master.terminating or not master.reachable or master.role is not Role.MASTER:
         return None
-    best = _best_in_sync(master, policy, nodes.values())
+    elsewhere = [n for n in nodes.values() if master.node is None or n.node != master.node]
+    best = _best_in_sync(master, policy, elsewhere) or _best_in_sync(master, policy, nodes.values())
     if best is None:
         return _wait(f"master {master.pod} is terminating; no in-sync replica to hand it over to yet")
     return switchover(observations, recorded, best.pod)

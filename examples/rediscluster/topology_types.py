@@ -77,6 +77,7 @@ class NodeObservation:
     label: str | None = None  # current value of the pod's role label
     terminating: bool = False
     redis: RedisFacts | None = None
+    node: str | None = None  # the Node the pod is bound to (spec.nodeName)
 
     @property
     def reachable(self) -> bool:

@@ -189,13 +189,17 @@ async def test_draining_every_node_in_turn_hands_the_master_over_once_per_drain_
         async with Writes(c) as writes:
             for node in envtest.node_names:
                 master, epoch = c.status()["currentMaster"], c.status()["masterEpoch"]
-                held_master = nodes_of(c)[master] == node
+                placement = nodes_of(c)
+                held_master = placement[master] == node
                 try:
                     await kubectl(envtest, "drain", node, *DRAIN_FLAGS, f"--pod-selector={INSTANCE}=drained")
                     await eventually(lambda: c.ready(3), within=120, what=f"Running after draining {node}")
                 finally:
                     await kubectl(envtest, "uncordon", node)
-                assert c.status()["masterEpoch"] == epoch + held_master, f"drain of {node}"
+                handovers = [e["message"] for e in events(c, "SwitchoverStarted")]
+                assert c.status()["masterEpoch"] == epoch + held_master, (
+                    f"drain of {node}: master {master}, pods on nodes {placement}, {handovers}"
+                )
                 master_drains += held_master
                 await writes.more(20)
     finally:
@@ -210,6 +214,58 @@ async def test_draining_every_node_in_turn_hands_the_master_over_once_per_drain_
         f"drain of every node: {master_drains} switchover(s), {len(writes.acked)} acknowledged writes, "
         f"longest pause between acknowledged writes {longest_pause(writes.acked):.3f}s"
     )
+
+
+async def test_a_drained_master_is_handed_to_a_replica_on_another_node_not_to_its_neighbour(
+    start_operator: OperatorFactory, cluster_factory: Callable[[str], Cluster], envtest: Environment
+) -> None:
+    """A drain evicts every pod of the node: a master handed to a replica beside it would be
+    handed over again a moment later (two switchovers for one drain)."""
+    await start_operator()
+    c = cluster_factory("neighbours")
+    c.create(replicas=3, downAfterMilliseconds=10000)
+    await eventually(lambda: c.ready(3), within=120, what="Running with 3 ready replicas", interval=0.2)
+    master, epoch = c.status()["currentMaster"], c.status()["masterEpoch"]
+    node = nodes_of(c)[master]
+    neighbour, other = sorted(p for p in c.pods() if p != master)
+    # put the replica `neighbour` beside the master: every other node cordoned while it is recreated
+    elsewhere = [n for n in envtest.node_names if n != node]
+    uid = c.pods()[neighbour]["metadata"]["uid"]
+    try:
+        for n in elsewhere:
+            await kubectl(envtest, "cordon", n)
+        c.envtest.http.request("DELETE", f"/api/v1/namespaces/{c.namespace}/pods/{neighbour}")
+
+        async def beside_the_master() -> bool:
+            pod = c.pods().get(neighbour)
+            return bool(pod and pod["metadata"]["uid"] != uid and pod["spec"].get("nodeName") == node)
+
+        await eventually(beside_the_master, within=60, what=f"{neighbour} recreated on {node}")
+    finally:
+        for n in elsewhere:
+            await kubectl(envtest, "uncordon", n)
+    await eventually(lambda: c.ready(3), within=120, what=f"{neighbour} back as a replica", interval=0.2)
+    async with await c.redis(neighbour) as r:
+        await r.config_set("replica-priority", 1)  # the neighbour now ranks first among the replicas
+
+    # the master's eviction, as `kubectl drain` does it once the node is cordoned
+    async with Writes(c) as writes:
+        await kubectl(envtest, "cordon", node)
+        try:
+            eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": master}}
+            c.envtest.http.request(
+                "POST", f"/api/v1/namespaces/{c.namespace}/pods/{master}/eviction", eviction
+            )
+            await eventually(
+                lambda: true(c.status()["masterEpoch"] > epoch), within=60, what="a switchover", interval=0.2
+            )
+            await writes.more(20)
+        finally:
+            await kubectl(envtest, "uncordon", node)
+    assert c.status()["currentMaster"] == other, f"handed over to {c.status()['currentMaster']}"
+    assert nodes_of(c)[other] != node
+    assert c.status()["masterEpoch"] == epoch + 1
+    assert await lost_writes(c, writes.acked) == []
 
 
 async def test_pods_that_cannot_be_placed_are_reported_with_the_schedulers_reason(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -287,6 +288,26 @@ def test_a_terminating_master_is_handed_over_to_the_best_live_in_sync_replica() 
         ReplicaOf("rc-2", "rc-3"),
         Switchover("rc-0", "rc-3"),
     )
+
+
+def test_a_terminating_master_is_handed_to_a_replica_on_another_node_before_its_neighbour() -> None:
+    on = {0: "node-a", 1: "node-a", 2: "node-b"}  # rc-1 beside the master: the drain takes it next
+    observed = [
+        dataclasses.replace(n, node=on[n.ordinal])
+        for n in (
+            master(0, online=(1, 2), terminating=True),
+            replica(1, 0, offset=99),
+            replica(2, 0, offset=5),
+        )
+    ]
+    p = evacuate(observed, ClusterState("rc-0", 4), POLICY)
+    assert p is not None
+    assert p.actions[0] == RecordMaster("rc-2", 5)
+    # with no in-sync replica elsewhere, the neighbour is still better than a crash failover
+    behind = [*observed[:2], replica(2, 0, link_up=False, down_since=2)]
+    p = evacuate(behind, ClusterState("rc-0", 4), POLICY)
+    assert p is not None
+    assert p.actions[0] == RecordMaster("rc-1", 5)
 
 
 def test_a_terminating_master_without_an_in_sync_replica_waits() -> None:

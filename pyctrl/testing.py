@@ -66,7 +66,7 @@ import asyncio
 import contextlib
 import inspect
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
@@ -122,6 +122,10 @@ class RecordingTransport:
             body = (request.body or b"")[:300].decode(errors="replace")
             writes.append(Write(request.method.upper(), request.path, body))
         return await self.inner.send(request)
+
+    def stream(self, request: HTTPRequest) -> AsyncGenerator[bytes, None]:
+        """A watch is a read: handed on unrecorded."""
+        return self.inner.stream(request)
 
 
 def _record_fake_write(verb: str, obj: Object) -> None:

@@ -68,10 +68,12 @@ class ApiClient(ReaderBase, WriterBase, WatchBase):
 
     Use as ``async with ApiClient(await load_config()) as client: ...`` (or call :meth:`close`).
 
-    ``transport`` is the seam every request but a watch's stream goes through (an
-    :class:`~pyctrl.client.rest.HTTPTransport`; default: :class:`~pyctrl.client.rest.Transport`
-    for ``config``); it may be replaced by a wrapper of itself at any time (``pyctrl.testing``'s
-    write recording does). Watches stream through :attr:`rest`, the config's own transport.
+    ``transport`` is the seam every request goes through, watch streams included (an
+    :class:`~pyctrl.client.rest.HTTPTransport`; default: :attr:`rest`, the
+    :class:`~pyctrl.client.rest.Transport` for ``config``). It may be replaced by a wrapper of
+    itself at any time (``pyctrl.testing``'s write recording does); a list/watch source
+    (:meth:`list_watcher`, what an informer uses) keeps the transport of the moment it was made,
+    so wrap it before starting a cache whose every request the wrapper should see.
     """
 
     def __init__(
@@ -160,4 +162,4 @@ class ApiClient(ReaderBase, WriterBase, WatchBase):
     async def list_watcher(self, kind: Kind, options: ListOptions) -> RESTListerWatcher:
         """The raw list/watch source of ``kind`` for an informer."""
         _, path = await self._collection(kind, options)
-        return RESTListerWatcher(self.rest, path, options)
+        return RESTListerWatcher(self.transport, path, options)

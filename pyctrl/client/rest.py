@@ -96,19 +96,25 @@ class HTTPRequest:
     params: Mapping[str, Any] | None = None
     body: bytes | None = None
     content_type: str | None = None
-    #: Client-side timeout in seconds; ``None``: the config's.
+    #: Client-side timeout in seconds; ``None``: the config's. For :meth:`HTTPTransport.stream`, the
+    #: longest silence allowed between two chunks instead; ``None``: no bound.
     timeout: float | None = None
 
 
 class HTTPTransport(Protocol):
-    """The transport seam of :class:`~pyctrl.client.ApiClient` (httpx's one-method transport).
+    """The transport seam of :class:`~pyctrl.client.ApiClient` (httpx's transport: a request in,
+    its response out; a test fake is a few lines).
 
-    Send one request and return the response body; a failure is raised as a
-    :mod:`pyctrl.client.errors` type. :class:`Transport` is the real one; a wrapper (recording,
-    fault injection) takes another transport and delegates to it.
+    ``send`` sends one request and returns the response body; ``stream`` sends one and yields the
+    response body line by line as it arrives (a watch), ending when the server ends the response,
+    and closing the response when closed early. A failure is raised as a :mod:`pyctrl.client.errors`
+    type. :class:`Transport` is the real one; a wrapper (recording, fault injection) takes another
+    transport and delegates to it.
     """
 
     async def send(self, request: HTTPRequest) -> bytes: ...
+
+    def stream(self, request: HTTPRequest) -> AsyncGenerator[bytes, None]: ...
 
 
 def parse_json(data: bytes, what: str) -> Any:
@@ -293,30 +299,36 @@ class Transport:
             request_timeout=r.timeout,
         )
 
-    async def stream_lines(
+    def stream_lines(
         self, path: str, *, params: Mapping[str, Any] | None = None, read_timeout: float | None = None
     ) -> AsyncGenerator[bytes, None]:
-        """GET ``path`` and yield the response body line by line (a watch stream).
+        """:meth:`stream` a GET of ``path``: ``read_timeout`` bounds the silence between two chunks."""
+        return self.stream(HTTPRequest("GET", path, params, timeout=read_timeout))
+
+    async def stream(self, request: HTTPRequest) -> AsyncGenerator[bytes, None]:
+        """:class:`HTTPTransport`: send ``request`` and yield the response body line by line (a
+        watch stream); ``request.timeout`` bounds the silence between two chunks.
 
         Lines of any length are supported (aiohttp's own line reader caps them at 128 KiB).
-        ``read_timeout`` bounds the silence between two chunks.
         """
         if self._limiter is not None:
             await self._limiter.acquire()
         session = self._get_session()
-        url = self.config.host + path
+        method, url, read_timeout = request.method, self.config.host + request.path, request.timeout
         timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=self.config.connect_timeout, sock_read=read_timeout
         )
         try:
-            async with session.get(
+            async with session.request(
+                method,
                 url,
-                params=_params(params),
-                headers=await self._headers(None),
+                params=_params(request.params),
+                data=request.body,
+                headers=await self._headers(request.content_type),
                 timeout=timeout,
                 server_hostname=self.config.tls_server_name,
             ) as resp:
-                self._count(str(resp.status), "GET")
+                self._count(str(resp.status), method)
                 if resp.status >= 400:
                     raise _api_error(await resp.read(), resp.status, resp.headers)
                 buffer = b""
@@ -335,7 +347,7 @@ class Transport:
         except TimeoutError as exc:
             raise RequestTimeout(f"watch {url}: no data for {read_timeout} s") from exc
         except aiohttp.ClientConnectorError as exc:
-            self._count("<error>", "GET")
+            self._count("<error>", method)
             raise TransportError(f"watch {url}: cannot connect to the apiserver: {exc}") from exc
         except aiohttp.ClientError as exc:
             raise TransportError(f"watch {url}: {exc.__class__.__name__}: {exc}") from exc

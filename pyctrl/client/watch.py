@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, Protocol, TypeVar, Unpack, overload
 
@@ -29,7 +29,7 @@ from pyctrl.client.errors import TransportError, api_error_from_status
 from pyctrl.client.gvk import GroupVersionKind
 from pyctrl.client.objects import KubeObject
 from pyctrl.client.options import ListKwargs, ListOptions
-from pyctrl.client.rest import Transport
+from pyctrl.client.rest import HTTPRequest, HTTPTransport, parse_json
 from pyctrl.client.scheme import Kind, decode, kind_gvk
 
 __all__ = [
@@ -100,7 +100,7 @@ class ListerWatcher(Protocol):
 class RESTListerWatcher:
     """Lists and watches a collection path on the apiserver."""
 
-    def __init__(self, transport: Transport, path: str, options: ListOptions) -> None:
+    def __init__(self, transport: HTTPTransport, path: str, options: ListOptions) -> None:
         self._transport, self._path = transport, path
         self._selectors = {
             "labelSelector": str(options.label_selector) or None,
@@ -114,8 +114,8 @@ class RESTListerWatcher:
             "limit": limit,
             "continue": continue_,
         }
-        body = await self._transport.request("GET", self._path, params=params)
-        doc = orjson.loads(body)
+        body = await self._transport.send(HTTPRequest("GET", self._path, params))
+        doc = parse_json(body, f"list {self._path}")
         meta = doc.get("metadata") or {}
         return RawList(
             doc.get("items") or [], str(meta.get("resourceVersion", "")), meta.get("continue") or None
@@ -134,7 +134,7 @@ class RESTListerWatcher:
         if send_initial_events:
             params["sendInitialEvents"] = True
             params["resourceVersionMatch"] = "NotOlderThan"
-        lines = self._transport.stream_lines(self._path, params=params, read_timeout=timeout_seconds + 30)
+        lines = self._transport.stream(HTTPRequest("GET", self._path, params, timeout=timeout_seconds + 30))
         async with contextlib.aclosing(lines):  # an error event must close the HTTP stream at once
             async for line in lines:
                 yield parse_event(line)
@@ -165,7 +165,7 @@ class WatchBase(ABC):
         resource_version: str = "",
         timeout_seconds: int = 300,
         **options: Unpack[ListKwargs],
-    ) -> AsyncIterator[WatchEvent[_T]]: ...
+    ) -> AsyncGenerator[WatchEvent[_T], None]: ...
     @overload
     def watch(
         self,
@@ -174,7 +174,7 @@ class WatchBase(ABC):
         resource_version: str = "",
         timeout_seconds: int = 300,
         **options: Unpack[ListKwargs],
-    ) -> AsyncIterator[WatchEvent[dict[str, Any]]]: ...
+    ) -> AsyncGenerator[WatchEvent[dict[str, Any]], None]: ...
     async def watch(
         self,
         kind: Kind,
@@ -182,10 +182,16 @@ class WatchBase(ABC):
         resource_version: str = "",
         timeout_seconds: int = 300,
         **options: Unpack[ListKwargs],
-    ) -> AsyncIterator[WatchEvent[Any]]:
+    ) -> AsyncGenerator[WatchEvent[Any], None]:
         """Watch ``kind`` from ``resource_version`` (now when empty; ``list`` keyword filters
         apply); bookmarks included. The stream ends when the server closes it
-        (``timeout_seconds``); errors are raised."""
+        (``timeout_seconds``); errors are raised. Close it (``contextlib.aclosing``) to end the
+        HTTP stream before then."""
         lw = await self.list_watcher(kind, ListOptions.build(**options))
-        async for event in lw.watch(resource_version=resource_version, timeout_seconds=timeout_seconds):
-            yield WatchEvent(event.type, decode(kind, with_type_meta(event.object, kind_gvk(kind))))
+        events = lw.watch(resource_version=resource_version, timeout_seconds=timeout_seconds)
+        try:
+            async for event in events:
+                yield WatchEvent(event.type, decode(kind, with_type_meta(event.object, kind_gvk(kind))))
+        finally:
+            if isinstance(events, AsyncGenerator):  # closed with this one: the stream ends at once
+                await events.aclose()

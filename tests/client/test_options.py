@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import AsyncGenerator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -98,10 +99,15 @@ class _Seen:
     def __init__(self, inner: HTTPTransport) -> None:
         self.inner = inner
         self.requests: list[tuple[str, str, Mapping[str, Any]]] = []
+        self.streams: list[tuple[str, str, Mapping[str, Any]]] = []
 
     async def send(self, request: HTTPRequest) -> bytes:
         self.requests.append((request.method, request.path, dict(request.params or {})))
         return await self.inner.send(request)
+
+    def stream(self, request: HTTPRequest) -> AsyncGenerator[bytes, None]:
+        self.streams.append((request.method, request.path, dict(request.params or {})))
+        return self.inner.stream(request)
 
 
 @pytest.mark.controlplane
@@ -120,6 +126,14 @@ async def test_every_request_of_the_verbs_goes_through_the_injected_transport(
             applied = ConfigMap(metadata=ObjectMeta(name="seam", namespace=namespace), data={"k2": "w"})
             await client.apply(applied, field_manager="seam-apply")
             await client.delete(created, propagation_policy="Background")
+            since = created.metadata.resource_version or ""
+            events = client.watch(ConfigMap, namespace=namespace, resource_version=since, timeout_seconds=30)
+            seen_types: list[str] = []
+            async with contextlib.aclosing(events):
+                async for event in events:
+                    seen_types.append(event.type)
+                    if event.type == "DELETED":
+                        break
     finally:
         await real.close()
     verbs = [(m, p.rsplit("/", 1)[-1]) for m, p, _ in seen.requests if not p.startswith("/api/v1?")]
@@ -127,3 +141,8 @@ async def test_every_request_of_the_verbs_goes_through_the_injected_transport(
     assert verbs[-4:] == [("GET", "seam"), ("GET", "configmaps"), ("PATCH", "seam"), ("DELETE", "seam")]
     assert {"fieldManager": "seam-test", "dryRun": None} in [p for m, _, p in seen.requests if m == "POST"]
     assert seen.requests[-3][2]["labelSelector"] == str(Selector.from_labels({"app": "x"}))
+    assert seen_types == ["MODIFIED", "DELETED"]  # the watch's events, through the same seam:
+    [(method, path, params)] = seen.streams
+    assert (method, path) == ("GET", f"/api/v1/namespaces/{namespace}/configmaps")
+    assert params["watch"] is True
+    assert params["resourceVersion"] == since

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -23,7 +24,7 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 from pyctrl.builder import ControllerBuilder
-from pyctrl.client import ConfigMap, load_kubeconfig
+from pyctrl.client import ConfigMap, HTTPRequest, HTTPTransport, load_kubeconfig
 from pyctrl.manager import Manager
 from pyctrl.reconcile import Request, Result
 
@@ -62,20 +63,33 @@ class LeadingMarker:
             self.facts.write("stopped-leading")
 
 
-def cut_off(mgr: Manager, facts: Facts) -> None:
-    transport = mgr.api_client.rest
-    forever = asyncio.Event()
+class Partition:
+    """The manager's transport, wrapped before start: once ``cut``, every request hangs, and so does
+    every watch at its next line, as behind a network partition."""
 
-    async def hang_request(*args: Any, **kwargs: Any) -> bytes:
-        await forever.wait()
-        raise AssertionError("unreachable")
+    def __init__(self, inner: HTTPTransport) -> None:
+        self.inner = inner
+        self.cut = asyncio.Event()
+        self._never = asyncio.Event()
 
-    async def hang_stream(*args: Any, **kwargs: Any) -> AsyncGenerator[bytes, None]:
-        await forever.wait()
-        yield b""
+    async def _hang_if_cut(self) -> None:
+        if self.cut.is_set():
+            await self._never.wait()
 
-    transport.request = hang_request  # type: ignore[method-assign]
-    transport.stream_lines = hang_stream  # type: ignore[method-assign]
+    async def send(self, request: HTTPRequest) -> bytes:
+        await self._hang_if_cut()
+        return await self.inner.send(request)
+
+    async def stream(self, request: HTTPRequest) -> AsyncGenerator[bytes, None]:
+        await self._hang_if_cut()
+        async with contextlib.aclosing(self.inner.stream(request)) as lines:
+            async for line in lines:
+                await self._hang_if_cut()
+                yield line
+
+
+def cut_off(partition: Partition, facts: Facts) -> None:
+    partition.cut.set()
     facts.write("cut")
 
 
@@ -100,7 +114,9 @@ async def main(args: argparse.Namespace) -> None:
     facts.write("started", mgr.elector.config.identity)
     ControllerBuilder(mgr).for_(ConfigMap).named("acting").complete(Acting(mgr.client, facts))
     mgr.add(LeadingMarker(facts))
-    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, cut_off, mgr, facts)
+    partition = Partition(mgr.api_client.transport)
+    mgr.api_client.transport = partition
+    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, cut_off, partition, facts)
     try:
         await mgr.start()
     except BaseException as exc:

@@ -4,6 +4,7 @@ graceful shutdown, and clear start-up errors for bad input."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from collections.abc import AsyncGenerator
 from pathlib import Path
@@ -13,6 +14,7 @@ import aiohttp
 import pytest
 
 from pyctrl.builder import BuilderError, ControllerBuilder
+from pyctrl.client import HTTPRequest, HTTPTransport
 from pyctrl.client.gvk import GroupVersionKind
 from pyctrl.client.objects import ConfigMap, ObjectMeta
 from pyctrl.controller import ControllerError
@@ -86,24 +88,20 @@ async def test_metrics_endpoint_exposes_the_controller_runtime_and_workqueue_nam
 class Gate:
     """A transport wrapper holding back list/watch requests for some resources until opened."""
 
-    def __init__(self, mgr: Manager, *resources: str) -> None:
+    def __init__(self, inner: HTTPTransport, *resources: str) -> None:
+        self.inner = inner
         self.open: dict[str, asyncio.Event] = {r: asyncio.Event() for r in resources}
         self.seen: set[str] = set()
-        transport = mgr.api_client.rest
-        request, stream_lines = transport.request, transport.stream_lines
 
-        async def gated_request(method: str, path: str, **kw: Any) -> bytes:
-            await self._wait(path)
-            result: bytes = await request(method, path, **kw)
-            return result
+    async def send(self, request: HTTPRequest) -> bytes:
+        await self._wait(request.path)
+        return await self.inner.send(request)
 
-        async def gated_stream(path: str, **kw: Any) -> AsyncGenerator[bytes, None]:
-            await self._wait(path)
-            async for line in stream_lines(path, **kw):
+    async def stream(self, request: HTTPRequest) -> AsyncGenerator[bytes, None]:
+        await self._wait(request.path)
+        async with contextlib.aclosing(self.inner.stream(request)) as lines:
+            async for line in lines:
                 yield line
-
-        transport.request = gated_request  # type: ignore[method-assign]
-        transport.stream_lines = gated_stream  # type: ignore[method-assign]
 
     async def _wait(self, path: str) -> None:
         for resource, event in self.open.items():
@@ -116,7 +114,8 @@ async def test_readyz_fails_until_every_informer_has_synced_and_healthz_passes_t
     kubeconfig: Path, namespace: str
 ) -> None:
     mgr = await new_manager(kubeconfig, namespace)
-    gate = Gate(mgr, "widgets", "configmaps")
+    gate = Gate(mgr.api_client.transport, "widgets", "configmaps")
+    mgr.api_client.transport = gate  # before any informer exists: each one's list and watch pass it
     await mgr.cache.get_informer(Widget)  # synced by the manager before it starts controllers
     ControllerBuilder(mgr).for_(ConfigMap).named(f"cm-{namespace}").complete(Noop())  # informer made later
     async with running(mgr):

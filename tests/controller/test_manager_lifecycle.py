@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,9 @@ class LeaseReads:
     async def send(self, request: HTTPRequest) -> bytes:
         self.count += request.method == "GET" and request.path.endswith("/leases/held")
         return await self.inner.send(request)
+
+    def stream(self, request: HTTPRequest) -> AsyncGenerator[bytes, None]:
+        return self.inner.stream(request)
 
 
 async def test_leader_only_runnables_wait_while_another_holds_the_lease(

@@ -4,14 +4,14 @@ once elected it reconciles without listing (and without warm standby it lists fi
 from __future__ import annotations
 
 import asyncio
-import functools
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pyctrl import ControllerBuilder, Request, Result
-from pyctrl.client import ConfigMap, ObjectMeta
+from pyctrl.client import ConfigMap, HTTPRequest, ObjectMeta
 from pyctrl.manager import Manager
 from pyctrl.testing import eventually, recording_writes
 
@@ -21,23 +21,25 @@ pytestmark = pytest.mark.controlplane
 
 
 class Requests:
-    """Every request a manager's apiserver transport sends, noting whether it led at the time."""
+    """Every request a manager's apiserver transport sends (watch streams included), noting whether
+    the manager led at the time: a wrapper of the client's transport, installed before start."""
 
     def __init__(self, mgr: Manager) -> None:
-        self.mgr = mgr
+        self.mgr, self.inner = mgr, mgr.api_client.transport
         self.sent: list[tuple[bool, str, str, dict[str, Any]]] = []  # (leading, method, path, params)
-        transport = mgr.api_client.rest  # the REST transport: requests and watch streams
-        for name in ("request", "stream_lines"):
-            setattr(transport, name, self._recorded(getattr(transport, name), name))
+        mgr.api_client.transport = self
 
-    def _recorded(self, send: Any, name: str) -> Any:
-        @functools.wraps(send)
-        def call(*args: Any, **kwargs: Any) -> Any:
-            method, path = ("GET", args[0]) if name == "stream_lines" else (args[0], args[1])
-            self.sent.append((self.mgr.elected.is_set(), method, path, dict(kwargs.get("params") or {})))
-            return send(*args, **kwargs)
+    def _note(self, request: HTTPRequest) -> None:
+        params = dict(request.params or {})
+        self.sent.append((self.mgr.elected.is_set(), request.method, request.path, params))
 
-        return call
+    async def send(self, request: HTTPRequest) -> bytes:
+        self._note(request)
+        return await self.inner.send(request)
+
+    def stream(self, request: HTTPRequest) -> AsyncGenerator[bytes, None]:
+        self._note(request)
+        return self.inner.stream(request)
 
     def lists(self, *, leading: bool) -> list[str]:
         """Requests that list ConfigMaps: a GET of the collection, or a streaming list."""

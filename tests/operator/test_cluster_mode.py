@@ -411,15 +411,22 @@ async def test_an_operator_sigkilled_mid_resharding_repairs_the_open_slots_and_c
         await fill(c.pod_ip("rk-0"), 20000)
         set_shards(c, 4)
 
-        # Status shows slots left to move once the moves are planned; on an idle machine they can
-        # all move between two polls, so any count > 0 (not a part-way count) marks "under way".
-        async def moving() -> bool:
-            return (c.status().get("slotsToMove") or 0) > 0 or bool(await open_slots(c))
+        async def stopped_mid_slot() -> bool:
+            """SIGSTOP the operator; keep it stopped if a slot is open in Redis, else resume it.
 
-        await eventually(moving, within=120, what="the resharding under way", interval=0.1)
+            The mover goes from slot to slot without pause, so a stop almost always lands inside
+            a slot's move; a stopped operator sends nothing, so what Redis shows stays put."""
+            procs[0].send_signal(signal.SIGSTOP)
+            if await open_slots(c):
+                return True
+            procs[0].send_signal(signal.SIGCONT)
+            return False
+
+        await eventually(stopped_mid_slot, within=120, what="the operator stopped mid-slot", interval=0.05)
         procs[0].kill()  # SIGKILL: no shutdown, the slot being moved stays open
         procs[0].wait(10)
         left_open = await open_slots(c)
+        assert left_open
         procs.append(spawn())
         await eventually(lambda: cluster_ready(c, 4, 0), within=240, what="4 balanced shards", interval=0.5)
     finally:
@@ -431,12 +438,94 @@ async def test_an_operator_sigkilled_mid_resharding_repairs_the_open_slots_and_c
     assert_check_clean(await cluster_check(c.pod_ip("rk-0")), masters=4)
     assert await open_slots(c) == set()
     assert await all_seeds_readable(c.pod_ip("rk-0"), 20000) == []
+    assert await keys_on_masters(c) == 20000  # each key on exactly one node: none lost, none copied
     events = c.envtest.http.get(f"/api/v1/namespaces/{c.namespace}/events")["items"]
     completed = [e["message"] for e in events if e["reason"] == "ReshardingCompleted"]
-    if left_open:  # the kill landed inside a slot's move: the new leader repaired it first
-        assert any(m.startswith("repair of open slots") for m in completed), completed
+    # the new leader repaired the open slots before anything else, then completed the change
+    assert any(m.startswith("repair of open slots") for m in completed), completed
     assert any(m.startswith("resharding to 4 shards") for m in completed), completed
     print(f"open slots left by the SIGKILL: {sorted(left_open)}")
+
+
+async def keys_on_masters(c: Cluster) -> int:
+    """Keys held by the masters (DBSIZE summed): a key on two nodes counts twice."""
+    total = 0
+    for pod in c.pods():
+        client = await c.redis(pod)
+        try:
+            if (await client.info("replication"))["role"] == "master":
+                total += int(await client.dbsize())
+        finally:
+            await client.aclose()
+    return total
+
+
+def conditions(c: Cluster) -> dict[str, dict[str, Any]]:
+    return {cond["type"]: cond for cond in c.status().get("conditions") or []}
+
+
+async def test_a_failing_migrate_is_retried_and_reported_and_a_shards_change_meanwhile_waits(
+    operator: RunningOperator, cluster_factory: Callable[[str], Cluster]
+) -> None:
+    c = cluster_factory("mf")
+    c.create(mode="cluster", shards=4, replicasPerShard=0, downAfterMilliseconds=2000)
+    await eventually(lambda: cluster_ready(c, 4, 0), within=150, what="4 shards Running", interval=0.3)
+    await fill(c.pod_ip("mf-0"), 5000)
+    staying = ["mf-0", "mf-1", "mf-2"]
+    for pod in staying:  # the targets of the scale-in refuse every write: MIGRATE gets -OOM back
+        client = await c.redis(pod)
+        try:
+            await client.config_set("maxmemory-policy", "noeviction")
+            await client.config_set("maxmemory", "1")
+        finally:
+            await client.aclose()
+    set_shards(c, 3)
+
+    async def failing_reported() -> bool:
+        message = str(conditions(c).get("Resharding", {}).get("message", ""))
+        return "failed steps retried" in message and "OOM" in message
+
+    await eventually(failing_reported, within=90, what="the failing MIGRATE in the condition", interval=0.3)
+    events = c.envtest.http.get(f"/api/v1/namespaces/{c.namespace}/events")["items"]
+    warned = [e["message"] for e in events if e["reason"] == "SlotMigrationFailed"]
+    assert warned
+    assert all("OOM" in m for m in warned), warned
+    labels = {"namespace": c.namespace, "name": c.name}
+    assert (registry.get_sample_value("rediscluster_migrate_errors_total", labels) or 0) >= 1
+    # a shards change while the resharding runs waits for it, and says so
+    set_shards(c, 4)
+
+    async def waiting() -> bool:
+        cond = conditions(c).get("Resharding", {})
+        return bool(
+            cond.get("reason") == "WaitingForRunningResharding"
+            and "the change to 4 shards waits for resharding to 3 shards" in cond.get("message", "")
+        )
+
+    await eventually(waiting, within=30, what="the condition to say the change waits", interval=0.3)
+    assert c.status()["resharding"] == "resharding to 3 shards"
+    assert len(c.pods()) == 4  # the departing shard keeps its pod while it still holds slots
+    set_shards(c, 3)
+    for pod in staying:  # the fault is lifted: the retries go through
+        client = await c.redis(pod)
+        try:
+            await client.config_set("maxmemory", "0")
+        finally:
+            await client.aclose()
+    await eventually(lambda: cluster_ready(c, 3, 0), within=240, what="3 balanced shards", interval=0.5)
+    await eventually(
+        lambda: _true(len(c.pods()) == 3), within=90, what="the 4th shard's pod gone", interval=0.5
+    )
+    assert_check_clean(await cluster_check(c.pod_ip("mf-0")), masters=3)
+    assert await all_seeds_readable(c.pod_ip("mf-0"), 5000) == []
+    assert await keys_on_masters(c) == 5000  # none lost, none left on two nodes
+    assert conditions(c)["Resharding"]["reason"] == "Balanced"
+    completed = [
+        e["message"]
+        for e in c.envtest.http.get(f"/api/v1/namespaces/{c.namespace}/events")["items"]
+        if e["reason"] == "ReshardingCompleted"
+    ]
+    assert any(m.startswith("resharding to 3 shards") and "retried errors" in m for m in completed)
 
 
 async def test_every_pod_deleted_at_once_with_persistence_reforms_at_the_new_ips_with_its_data(

@@ -190,7 +190,7 @@ class SlotMover:
             except (rexc.RedisError, OSError, _Retry) as exc:
                 progress.errors += 1
                 metrics.observe_migration(*key, 0, 1)
-                progress.last_error = f"{type(exc).__name__}: {exc}"
+                progress.last_error = f"{type(exc).__name__}: {exc}"[:300]
                 log.info("slot move failed, retrying in %.1fs: %s", delay, progress.last_error)
                 await asyncio.sleep(delay)  # backoff before the retry, not synchronisation
                 delay = min(delay * 2, 5.0)

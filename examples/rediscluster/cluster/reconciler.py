@@ -11,7 +11,8 @@ costs reads only, no write):
 3. ``cluster.plan`` and its actions in order (labels, MEET, ADDSLOTSRANGE, REPLICATE, FORGET);
    the first failing action ends the sequence and the reconcile requeues. Slot moves go to the
    background ``SlotMover`` (one job per cluster; a shards change while one runs waits for it,
-   reported in the Resharding condition);
+   reported in the Resharding condition, as are failing migration steps, with a
+   ``SlotMigrationFailed`` Warning Event);
 4. status (``cluster.status``) written only when it changed; Events when a shard's master changed
    (``FailoverCompleted``) and when a resharding starts or ends; requeue after 10 s when
    converged (Redis Cluster fails shards over by itself: the periodic look keeps labels and
@@ -80,11 +81,13 @@ class ClusterModeReconciler:
         self.mover = mover
         self.io_timeout = io_timeout
         self._serving: dict[tuple[str, str], dict[int, tuple[str, tuple[str, ...]]]] = {}
+        self._errors_seen: dict[tuple[str, str], int] = {}  # failed steps already announced
 
     def forget(self, namespace: str, name: str) -> None:
         """The cluster is gone: stop its migration and drop its metrics."""
         self.mover.forget((namespace, name))
         self._serving.pop((namespace, name), None)
+        self._errors_seen.pop((namespace, name), None)
         cluster_metrics.forget(namespace, name, 100)
 
     async def reconcile(self, cluster: RedisCluster, password: str | None, now: str) -> Result:
@@ -225,9 +228,20 @@ class ClusterModeReconciler:
             waiting = None
             if progress.label != _REPAIR and not progress.label.endswith(target):
                 waiting = f"the change to {cluster.spec.shards} shards"
-            return Resharding(progress.label, progress.slots_remaining, waiting)
+            if progress.errors > self._errors_seen.get(key, 0):
+                self._errors_seen[key] = progress.errors
+                self.recorder.event(
+                    cluster,
+                    "Warning",
+                    "SlotMigrationFailed",
+                    f"{progress.label}: a slot move failed, retried with backoff: {progress.last_error}",
+                )
+            return Resharding(
+                progress.label, progress.slots_remaining, waiting, progress.errors, progress.last_error
+            )
         if progress is not None and progress.finished:
             self.mover.forget(key)
+            self._errors_seen.pop(key, None)
             self.recorder.event(
                 cluster,
                 "Normal",

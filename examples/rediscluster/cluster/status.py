@@ -5,7 +5,9 @@
 - ``clusterState`` is ``cluster_state`` of CLUSTER INFO on the lowest-ordinal answering pod;
   ``slotsAssigned`` the slots that node's view gives to a master, ``slotsOk`` those whose master
   it does not see failing;
-- ``slotsToMove``/``resharding`` follow the background mover (0 / unset when none runs);
+- ``slotsToMove``/``resharding`` follow the background mover (0 / unset when none runs); the
+  Resharding condition says which change waits for the running one, and how many migration steps
+  failed (retried with backoff) with the last error;
 - ``readyReplicas``: pods Ready in the role their shard needs;
 - ``phase``: Running when the plan is converged, ``cluster_state:ok``, every slot ok and every
   shard ready; Initializing until the cluster first reached ``ok``; Degraded otherwise;
@@ -34,6 +36,15 @@ class Resharding:
     label: str
     slots_remaining: int
     waiting_change: str | None = None  # a newer shards change that waits for this one
+    errors: int = 0  # failed (and retried) migration steps so far
+    last_error: str | None = None
+
+    @property
+    def trouble(self) -> str:
+        """``"; N failed steps retried, last: ..."`` while migration steps fail, else ``""``."""
+        if not self.errors:
+            return ""
+        return f"; {self.errors} failed steps retried with backoff, last: {self.last_error}"
 
 
 def _seed(members: Sequence[Member]) -> Member | None:
@@ -149,10 +160,11 @@ def cluster_status(
         reshard = (
             True,
             "WaitingForRunningResharding",
-            f"{resharding.waiting_change} waits for {resharding.label}",
+            f"{resharding.waiting_change} waits for {resharding.label}{resharding.trouble}",
         )
     else:
-        reshard = (True, "MovingSlots", f"{resharding.label}: {resharding.slots_remaining} slots to move")
+        moving = f"{resharding.label}: {resharding.slots_remaining} slots to move{resharding.trouble}"
+        reshard = (True, "MovingSlots", moving)
     conditions = [
         _condition(old, "Ready", running, ready_reason, message, now=now),
         _condition(old, "Degraded", degraded, degraded_reason, message, now=now),

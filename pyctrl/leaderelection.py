@@ -54,15 +54,24 @@ _JITTER = 1.2
 _JITTER_FACTOR = 0.2  # candidates retry every retry_period * [1, 1.2)
 
 
-async def _wait(stop: asyncio.Event, clock: Clock, seconds: float) -> bool:
-    """Wait ``seconds`` on ``clock`` or until ``stop``; True when stopped."""
-    sleeping = asyncio.ensure_future(clock.sleep_until(clock.now() + seconds))
-    stopping = asyncio.ensure_future(stop.wait())
+async def _race(clock: Clock, deadline: float, task: asyncio.Future[Any]) -> bool:
+    """Wait until ``task`` is done or ``clock`` reaches ``deadline``, whichever comes first; True
+    when ``task`` is done. A task that lost is cancelled and waited for (so is it when we are)."""
+    sleeping = asyncio.ensure_future(clock.sleep_until(deadline))
     try:
-        await asyncio.wait({sleeping, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({sleeping, task}, return_when=asyncio.FIRST_COMPLETED)
+        won = task.done()
     finally:
         sleeping.cancel()
-        stopping.cancel()
+        task.cancel()  # a no-op once done
+    if not won:
+        await asyncio.wait({task})
+    return won
+
+
+async def _wait(stop: asyncio.Event, clock: Clock, seconds: float) -> bool:
+    """Wait ``seconds`` on ``clock`` or until ``stop``; True when stopped."""
+    await _race(clock, clock.now() + seconds, asyncio.ensure_future(stop.wait()))
     return stop.is_set()
 
 
@@ -176,12 +185,9 @@ class LeaderElector:
                 return
             started = self.clock.now()
             ok = False
-            if deadline - started > 0:
-                try:
-                    async with asyncio.timeout(deadline - started):
-                        ok = await self.try_acquire_or_renew()
-                except TimeoutError:
-                    ok = False
+            if deadline - started > 0:  # the attempt is cut off at the deadline, on our clock
+                attempt = asyncio.ensure_future(self.try_acquire_or_renew())
+                ok = await _race(self.clock, deadline, attempt) and attempt.result()
             if ok:
                 last_renew = started
             elif self.clock.now() >= deadline:

@@ -134,6 +134,10 @@ class Backoff:
         self._last_failure = now
         return self._current * (1.0 + self.jitter * self.rand())
 
+    async def sleep(self, delay: float) -> None:
+        """Wait ``delay`` seconds on the backoff's clock."""
+        await self.clock.sleep_until(self.clock.now() + delay)
+
 
 _UNSUPPORTED = (BadRequest, Invalid, Forbidden, MethodNotAllowed)
 #: Objects of a streaming list handed on together. Small on purpose: parsed dicts waiting in a
@@ -215,7 +219,7 @@ class Watcher:
                     self._after_error(exc)
                     delay = self._backoff.next_delay()
                     log.warning("%s: %s; retrying in %.1fs", self._name, exc, delay)
-                    await asyncio.sleep(delay)
+                    await self._backoff.sleep(delay)
         finally:
             await self._close_stream()
 

@@ -10,6 +10,7 @@ import pytest
 from pyctrl.cache.watcher import Apply, Backoff, Delete, Init, InitDone, InitPage, Watcher, WatcherEvent
 from pyctrl.client import Expired, Gone, Invalid, TransportError
 from pyctrl.client.watch import RawEvent, RawList
+from pyctrl.testing import eventually
 from pyctrl.workqueue import FakeClock
 from tests.cache.scripted import ScriptedLW, bookmark, obj
 
@@ -19,7 +20,8 @@ def status(reason: str, code: int) -> dict[str, object]:
 
 
 def fast_backoff() -> Backoff:
-    return Backoff(initial=0.001, cap=0.002, jitter=0.0)
+    """For tests the backoff is not about: no delay, on a clock nobody steps (no real-time wait)."""
+    return Backoff(initial=0.0, cap=0.0, jitter=0.0, clock=FakeClock())
 
 
 async def take(events: AsyncGenerator[WatcherEvent, None], n: int) -> list[WatcherEvent]:
@@ -31,7 +33,7 @@ async def take(events: AsyncGenerator[WatcherEvent, None], n: int) -> list[Watch
 
 
 def paged(lw: ScriptedLW, **kwargs: object) -> Watcher:
-    return Watcher(lw, watch_list=False, backoff=fast_backoff(), **kwargs)  # type: ignore[arg-type]
+    return Watcher(lw, watch_list=False, **({"backoff": fast_backoff()} | kwargs))  # type: ignore[arg-type]
 
 
 async def test_the_first_list_reads_resource_version_0_in_pages_then_watches_from_it() -> None:
@@ -99,6 +101,24 @@ async def test_a_broken_watch_backs_off_and_resumes_from_the_last_resource_versi
     assert got[3:] == [Apply(obj("a", "12")), Apply(obj("b", "13"))]
     assert [c[0] for c in lw.calls] == ["list", "watch", "watch"]
     assert lw.calls[2] == ("watch", "12", False)
+    await events.aclose()
+
+
+async def test_after_a_failure_the_watcher_waits_out_its_backoff_on_its_clock_before_watching_again() -> None:
+    lw = ScriptedLW()
+    lw.lists.append(RawList([], "10", None))
+    lw.watches.extend([[TransportError("reset")], [RawEvent("ADDED", obj("a", "12"))]])
+    clock = FakeClock()
+    events = paged(lw, backoff=Backoff(initial=2.0, jitter=0.0, clock=clock)).events()
+    await take(events, 3)  # the list
+    reopened = asyncio.ensure_future(anext(events))
+    await eventually(lambda: clock.pending() == 1, within=5, what="the backoff's timer")
+    clock.step(1.999)
+    assert clock.pending() == 1, "the backoff ended early"
+    assert [c[0] for c in lw.calls] == ["list", "watch"]
+    clock.step(0.001)
+    assert await asyncio.wait_for(reopened, 5) == Apply(obj("a", "12"))
+    assert lw.calls[2] == ("watch", "10", False)
     await events.aclose()
 
 

@@ -250,6 +250,10 @@ class RedisClusterStatus(KubeModel):
     """Cluster mode: slots a running resharding still has to move (0 when balanced)."""
     resharding: str | None = None
     """Cluster mode: the running resharding, e.g. "resharding to 4 shards"."""
+    current_revision: str | None = None
+    """StatefulSet revision the pods not yet rolled run (the update revision once all are)."""
+    update_revision: str | None = None
+    """StatefulSet revision of the current pod template, which a rollout brings every pod to."""
 
 
 class RedisCluster(KubeObject):

@@ -17,6 +17,8 @@ cluster gives none):
 5. ``topology.plan`` — or a planned switchover when the master's pod is terminating (a drain:
    ``topology.evacuate``) or a scale-in would remove the master — carried out by
    ``execute.PlanExecutor`` (``RecordMaster`` is written to status before any Redis command);
+   once that plan is converged, ``rollout.Rollout`` brings outdated pods to the StatefulSet's
+   update revision in the operator's order (replicas one at a time, one switchover, the old master);
 6. ``nodeloss.NodeLossGuard``: with ``spec.nodeLoss.forceDeletePods``, pods on a node lost for
    ``afterSeconds`` are force-deleted so the StatefulSet recreates them on a live node;
 7. status through the status subresource, written only when it changed (the operator's metrics,
@@ -43,6 +45,7 @@ from examples.rediscluster.observe import Observed, observe, pod_ready, read_pas
 from examples.rediscluster.prober import HealthProber
 from examples.rediscluster.redis_admin import DEFAULT_IO_TIMEOUT
 from examples.rediscluster.resources import InvalidSpec, desired_children
+from examples.rediscluster.rollout import Rollout, RolloutDecision, progressing_condition
 from examples.rediscluster.status import observed_status
 from examples.rediscluster.topology import (
     ClusterState,
@@ -72,6 +75,13 @@ ACTING_REQUEUE = 1.0
 #: are re-pointed (and writes acknowledged again) right after the handover, not a second later
 HANDOVER_REQUEUE = 0.1
 log = get_logger("rediscluster")
+
+
+def _policy(cluster: RedisCluster) -> Policy:
+    return Policy(
+        down_after=cluster.spec.down_after_milliseconds / 1000,
+        enable_auto_failover=cluster.spec.enable_auto_failover,
+    )
 
 
 def _now() -> str:
@@ -120,6 +130,7 @@ class RedisClusterReconciler:
         self.io_timeout = io_timeout
         self.executor = PlanExecutor(client, recorder)
         self.node_loss = NodeLossGuard(client, recorder, prober)
+        self.rollout = Rollout(client, recorder)
         self.cluster_mode = ClusterModeReconciler(client, recorder, slot_mover, io_timeout=io_timeout)
 
     async def reconcile(self, request: Request) -> Result:
@@ -128,6 +139,7 @@ class RedisClusterReconciler:
         except NotFound:
             self.prober.forget((request.namespace, request.name))
             self.cluster_mode.forget(request.namespace, request.name)
+            self.rollout.forget(request.namespace, request.name)
             metrics.forget(request.namespace, request.name)
             return Result()
         if cluster.metadata.deletion_timestamp:
@@ -159,12 +171,18 @@ class RedisClusterReconciler:
         timer.detection = self._unhealthy_for(cluster, observed, recorded.current_master)
         timer.mark("decision")
         acted, cluster = await self.executor.execute(cluster, observed, the_plan, timer)
+        idle = not acted and the_plan.converged and sts_replicas == cluster.spec.replicas
+        rollout = await self.rollout.step(cluster, observed, recorded, _policy(cluster), idle=idle)
+        if isinstance(rollout.step, Plan):  # the master's turn: one planned switchover first
+            acted, cluster = await self.executor.execute(cluster, observed, rollout.step)
         await self.node_loss.recover(cluster, observed)
-        phase = await self._update_status(cluster, observed, the_plan, invalid, restore)
+        phase = await self._update_status(cluster, observed, the_plan, invalid, restore, rollout=rollout)
         settled = not acted and the_plan.converged and phase is RedisClusterPhase.RUNNING
+        settled = settled and not rollout.in_progress
         # an unrunnable spec waits for its fix (a watch event), unless the topology needs work
         stuck = invalid is not None and not acted and (the_plan.converged or not observed.nodes)
-        if observed.handing_over() or any(isinstance(a, Switchover) for a in the_plan.actions):
+        switching = [*the_plan.actions, *(rollout.step.actions if isinstance(rollout.step, Plan) else ())]
+        if observed.handing_over() or any(isinstance(a, Switchover) for a in switching):
             return Result(requeue_after=HANDOVER_REQUEUE)
         return Result(requeue_after=STEADY_REQUEUE if settled or stuck else ACTING_REQUEUE)
 
@@ -205,10 +223,7 @@ class RedisClusterReconciler:
 
         A master whose pod is terminating while it still serves is handed over first
         (``topology.evacuate``); a scale-in waits for a switchover off the master."""
-        policy = Policy(
-            down_after=cluster.spec.down_after_milliseconds / 1000,
-            enable_auto_failover=cluster.spec.enable_auto_failover,
-        )
+        policy = _policy(cluster)
         want = cluster.spec.replicas
         current = max([n.ordinal + 1 for n in observed.nodes], default=want)
         the_plan = plan(
@@ -237,17 +252,23 @@ class RedisClusterReconciler:
         the_plan: Plan,
         invalid_spec: str | None,
         restore: RestoreState,
+        *,
+        rollout: RolloutDecision,
     ) -> RedisClusterPhase:
         """Write the observed status when it changed; return the phase."""
         old = cluster.status or RedisClusterStatus()
+        now = _now()
+        extra = [restore.condition, progressing_condition(cluster, rollout, now)]
         new = observed_status(
             cluster,
             observed.nodes,
             the_plan.converged,
-            _now(),
+            now,
             invalid_spec=invalid_spec,
             unschedulable=observed.unschedulable,
-            extra_conditions=[restore.condition] if restore.condition is not None else [],
+            extra_conditions=[c for c in extra if c is not None],
+        ).model_copy(
+            update={"current_revision": rollout.current_revision, "update_revision": rollout.update_revision}
         )
         metrics.observe_status(cluster.namespace, cluster.name, cluster.spec.replicas, new)
         metrics.observe_nodes(cluster.namespace, cluster.name, observed.nodes)

@@ -270,6 +270,8 @@ def statefulset(cluster: RedisCluster, replicas: int) -> dict[str, Any]:
         "replicas": replicas,
         "serviceName": headless_service_name(cluster),
         "podManagementPolicy": "Parallel",
+        # the operator restarts pods in its own order (examples/rediscluster/rollout.py)
+        "updateStrategy": {"type": "OnDelete"},
         "selector": {"matchLabels": selector_labels(cluster)},
         "template": {
             "metadata": {

@@ -1,0 +1,154 @@
+"""Operator-ordered rollouts end to end: real control plane, local node, real redis-server pods.
+
+A pod template change (here the image) is rolled by the operator, not the StatefulSet controller
+(``updateStrategy: OnDelete``): replicas first, one at a time, one switchover, the old master last.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from pyctrl.testing import eventually
+from tests.operator.conftest import Cluster, RunningOperator, lost_writes, true
+from tests.operator.test_nodes import Writes, events, longest_pause
+
+pytestmark = pytest.mark.controlplane
+
+REVISION = "controller-revision-hash"
+
+
+def _merge(c: Cluster, spec: dict[str, Any]) -> None:
+    c.envtest.http.request(
+        "PATCH", f"{c.base}/{c.name}", {"spec": spec}, content_type="application/merge-patch+json"
+    )
+
+
+def _condition(c: Cluster, type_: str) -> dict[str, Any]:
+    return next((x for x in c.status().get("conditions", []) if x["type"] == type_), {})
+
+
+def _update_revision(c: Cluster) -> str | None:
+    sts = c.envtest.http.get(f"/apis/apps/v1/namespaces/{c.namespace}/statefulsets/{c.name}")
+    status = sts.get("status", {})
+    if status.get("observedGeneration") != sts["metadata"]["generation"]:
+        return None
+    return status.get("updateRevision")
+
+
+async def _rolled(c: Cluster, old_revision: str) -> bool:
+    s = c.status()
+    return (
+        s.get("updateRevision") not in (None, old_revision)
+        and s.get("currentRevision") == s.get("updateRevision")
+        and _condition(c, "Progressing").get("reason") == "RolloutComplete"
+        and await c.ready(3)
+    )
+
+
+class RestartOrder:
+    """Polls the pods and keeps the order in which each first runs the update revision."""
+
+    def __init__(self, c: Cluster, old_revision: str) -> None:
+        self.c, self.old, self.order = c, old_revision, list[str]()
+        self.stop = asyncio.Event()
+        self.task = asyncio.create_task(self._poll())
+
+    async def _poll(self) -> None:
+        while not self.stop.is_set():
+            update = _update_revision(self.c)
+            if update not in (None, self.old):
+                for name, p in sorted(self.c.pods().items()):
+                    if p["metadata"]["labels"].get(REVISION) == update and name not in self.order:
+                        self.order.append(name)
+            await asyncio.sleep(0.1)  # polling interval
+
+    async def close(self) -> None:
+        self.stop.set()
+        await self.task
+
+
+async def test_an_image_change_restarts_replicas_first_then_hands_the_master_over_once(
+    operator: RunningOperator, cluster_factory: Callable[[str], Cluster]
+) -> None:
+    c = cluster_factory("rolled")
+    c.create(replicas=3, downAfterMilliseconds=2000)
+    await eventually(lambda: c.ready(3), within=90, what="Running with 3 ready replicas", interval=0.2)
+    sts = c.envtest.http.get(f"/apis/apps/v1/namespaces/{c.namespace}/statefulsets/rolled")
+    assert sts["spec"]["updateStrategy"] == {"type": "OnDelete"}
+    # the master away from ordinal 0, so the StatefulSet's own order (highest first) is not ours
+    first = c.status()["currentMaster"]
+    c.envtest.http.request("DELETE", f"/api/v1/namespaces/{c.namespace}/pods/{first}")
+    await eventually(
+        lambda: true(c.status().get("currentMaster") != first), within=60, what="the master moved"
+    )
+    await eventually(lambda: c.ready(3), within=90, what="Running again", interval=0.2)
+    master, epoch = c.status()["currentMaster"], c.status()["masterEpoch"]
+    old_revision = c.status()["updateRevision"]
+    assert c.status()["currentRevision"] == old_revision
+    switchovers_before = len(events(c, "SwitchoverStarted"))
+    uids = {name: p["metadata"]["uid"] for name, p in c.pods().items()}
+
+    order = RestartOrder(c, old_revision)
+    try:
+        async with Writes(c) as writes:
+            _merge(c, {"image": "redis:7.2.4"})
+            await eventually(lambda: _rolled(c, old_revision), within=180, what="the rollout to complete")
+            await writes.more(20)
+    finally:
+        await order.close()
+    replicas = sorted(set(uids) - {master}, key=lambda p: -int(p.rsplit("-", 1)[1]))
+    assert order.order == [*replicas, master], "replicas restarted (highest ordinal first), the master last"
+    pods = c.pods()
+    assert all(pods[p]["metadata"]["uid"] != uids[p] for p in uids), "every pod was restarted once"
+    assert {p["spec"]["containers"][0]["image"] for p in pods.values()} == {"redis:7.2.4"}
+    status = c.status()
+    assert status["masterEpoch"] == epoch + 1, "exactly one switchover"
+    assert status["currentMaster"] != master
+    assert len(events(c, "SwitchoverStarted")) == switchovers_before + 1
+    assert len(events(c, "RolloutSwitchover")) == 1
+    assert events(c, "FailoverCompleted") == []
+    assert len(events(c, "RolloutRestartingPod")) == 1  # one Event object, counted per restart
+    assert events(c, "RolloutRestartingPod")[0]["count"] == 3
+    assert _condition(c, "Progressing")["status"] == "False"
+    assert await lost_writes(c, writes.acked) == []
+    print(
+        f"rollout of 3 pods: {len(writes.acked)} acknowledged writes, longest pause between "
+        f"acknowledged writes {longest_pause(writes.acked):.3f}s (downAfterMilliseconds 2000)"
+    )
+
+
+async def test_a_rollout_interrupted_by_a_crashed_replica_pauses_then_completes(
+    operator: RunningOperator, cluster_factory: Callable[[str], Cluster]
+) -> None:
+    c = cluster_factory("paused")
+    c.create(replicas=3, downAfterMilliseconds=2000)
+    await eventually(lambda: c.ready(3), within=90, what="Running with 3 ready replicas", interval=0.2)
+    master, epoch = c.status()["currentMaster"], c.status()["masterEpoch"]
+    old_revision = c.status()["updateRevision"]
+    async with Writes(c) as writes:
+        _merge(c, {"image": "redis:7.2.4"})
+        await eventually(
+            lambda: true(bool(events(c, "RolloutRestartingPod"))), within=60, what="the first restart"
+        )
+        restarted = events(c, "RolloutRestartingPod")[0]["message"].split()[1]
+        (crashed,) = set(c.pods()) - {master, restarted}
+        victim = await c.redis(crashed)
+        with contextlib.suppress(Exception):
+            await victim.execute_command("SHUTDOWN", "NOSAVE")  # type: ignore[no-untyped-call]
+        await victim.aclose()
+        await eventually(
+            lambda: true(any(crashed in e["message"] for e in events(c, "RolloutPaused"))),
+            within=60,
+            what=f"the rollout paused on {crashed}",
+        )
+        await eventually(lambda: _rolled(c, old_revision), within=180, what="the rollout to complete")
+        await writes.more(20)
+    assert events(c, "RolloutRestartingPod")[0]["count"] == 3
+    assert c.status()["masterEpoch"] == epoch + 1
+    assert events(c, "FailoverCompleted") == []
+    assert await lost_writes(c, writes.acked) == []

@@ -123,7 +123,7 @@ def unsettled(nodes: Sequence[NodeObservation], master: str | None, replicas: in
         elif (n.ip, n.port) not in m.redis.online_replicas:
             why[n.pod] = f"not listed online by {m.pod}"
         elif m.redis.master_repl_offset - r.offset > MAX_LAG_BYTES:
-            why[n.pod] = f"{m.redis.master_repl_offset - r.offset} bytes behind"
+            why[n.pod] = f"more than {MAX_LAG_BYTES} bytes behind"
     return why
 
 
@@ -184,8 +184,8 @@ class Rollout:
         self.recorder = recorder
         #: cluster -> (pod, uid) of the last pod deleted, until the cache shows it replaced
         self._deleted: dict[tuple[str, str], tuple[str, str | None]] = {}
-        #: cluster -> the pause last announced by an Event (one Event per pause, not per reconcile)
-        self._paused: dict[tuple[str, str], str] = {}
+        #: clusters whose rollout is paused (one Event when a pause begins, not one per reconcile)
+        self._paused: set[tuple[str, str]] = set()
 
     async def step(
         self, cluster: RedisCluster, observed: Observed, recorded: ClusterState, policy: Policy, *, idle: bool
@@ -217,18 +217,23 @@ class Rollout:
             previous_current=status.current_revision if status else None,
         )
         if not decision.outdated:
-            self._paused.pop(key, None)
-            if status is not None and status.current_revision not in (None, decision.update_revision):
+            self._paused.discard(key)
+            if _was_progressing(cluster):
                 message = f"every pod runs revision {decision.update_revision}"
                 self.recorder.event(cluster, "Normal", "RolloutComplete", message)
             return decision
-        if decision.paused is not None and self._paused.get(key) != decision.paused:
+        if self._pending_deletion(key, observed):  # our own restart, not a pause
+            restarting = self._deleted[key][0]
+            return replace(decision, step=None, paused=None, waiting=f"waiting for {restarting} to restart")
+        if decision.paused is None:
+            self._paused.discard(key)
+        elif key not in self._paused:
+            self._paused.add(key)
             self.recorder.event(cluster, "Warning", "RolloutPaused", decision.paused)
             log.info(
                 "Rollout paused", cluster=cluster.name, namespace=cluster.namespace, reason=decision.paused
             )
-        self._paused[key] = decision.paused or ""
-        if not idle or self._pending_deletion(key, observed) or decision.step is None:
+        if not idle or decision.step is None:
             return replace(decision, step=None)
         if isinstance(decision.step, Restart):
             await self._restart(cluster, observed, decision, decision.step.pod)
@@ -244,7 +249,7 @@ class Rollout:
 
     def forget(self, namespace: str, name: str) -> None:
         self._deleted.pop((namespace, name), None)
-        self._paused.pop((namespace, name), None)
+        self._paused.discard((namespace, name))
 
     def _pending_deletion(self, key: tuple[str, str], observed: Observed) -> bool:
         """True while the cache still shows the last deleted pod with its old uid."""
@@ -279,6 +284,11 @@ class Rollout:
             return await self.client.get(StatefulSet, cluster.name, namespace=cluster.namespace)
         except NotFound:
             return None
+
+
+def _was_progressing(cluster: RedisCluster) -> bool:
+    old = cluster.status.conditions if cluster.status else []
+    return any(c.type == "Progressing" and c.status == "True" for c in old)
 
 
 def progressing_condition(cluster: RedisCluster, decision: RolloutDecision, now: str) -> Condition | None:

@@ -38,7 +38,8 @@ def test_the_old_master_is_restarted_once_it_is_a_replica_and_then_the_rollout_i
     d = decide(healthy(3, 0), revisions({0, 1}), NEW, ClusterState(pod(0), 5), POLICY, replicas=3)
     assert d.step == Restart(pod(2))
     done = decide(healthy(3, 0), revisions({0, 1, 2}), NEW, ClusterState(pod(0), 5), POLICY, replicas=3)
-    assert done.step is None and not done.outdated
+    assert done.step is None
+    assert not done.outdated
     assert done.current_revision == NEW
 
 
@@ -47,7 +48,8 @@ def test_a_crashed_outdated_replica_pauses_the_rollout_and_names_the_pod() -> No
     nodes[1] = dataclasses.replace(nodes[1], pod_ready=True)
     d = decide(nodes, revisions({1}), NEW, ClusterState(pod(0), 1), POLICY, replicas=3)
     assert d.step is None
-    assert d.paused is not None and f"{pod(2)}: not answering" in d.paused
+    assert d.paused is not None
+    assert f"{pod(2)}: not answering" in d.paused
     # back: the rollout resumes with it
     resumed = decide(healthy(3, 0), revisions({1}), NEW, ClusterState(pod(0), 1), POLICY, replicas=3)
     assert resumed.step == Restart(pod(2))
@@ -56,8 +58,10 @@ def test_a_crashed_outdated_replica_pauses_the_rollout_and_names_the_pod() -> No
 def test_an_updated_replica_still_syncing_is_waited_for_not_a_pause() -> None:
     nodes = [master(0, online=(1,)), replica(1, 0), replica(2, 0, link_up=False)]
     d = decide(nodes, revisions({2}), NEW, ClusterState(pod(0), 1), POLICY, replicas=3)
-    assert d.step is None and d.paused is None
-    assert d.waiting is not None and pod(2) in d.waiting
+    assert d.step is None
+    assert d.paused is None
+    assert d.waiting is not None
+    assert pod(2) in d.waiting
 
 
 def test_a_replica_too_far_behind_or_not_listed_online_is_not_in_sync() -> None:
@@ -68,25 +72,36 @@ def test_a_replica_too_far_behind_or_not_listed_online_is_not_in_sync() -> None:
     ]
     lagging[2] = replica(2, 0, offset=10 + MAX_LAG_BYTES + 1)
     d = decide(lagging, revisions(set()), NEW, ClusterState(pod(0), 1), POLICY, replicas=3)
-    assert d.step is None and d.paused is not None and "bytes behind" in d.paused
+    assert d.step is None
+    assert d.paused is not None
+    assert "bytes behind" in d.paused
     unlisted = [master(0, online=(1,)), replica(1, 0), replica(2, 0)]
     d = decide(unlisted, revisions(set()), NEW, ClusterState(pod(0), 1), POLICY, replicas=3)
-    assert d.step is None and d.paused is not None and "not listed online" in d.paused
+    assert d.step is None
+    assert d.paused is not None
+    assert "not listed online" in d.paused
 
 
 def test_a_missing_pod_or_master_that_does_not_serve_pauses() -> None:
     d = decide(healthy(3, 0)[:2], revisions(set(), 2), NEW, ClusterState(pod(0), 1), POLICY, replicas=3)
-    assert d.step is None and d.paused is not None and "2/3 pods exist" in d.paused
+    assert d.step is None
+    assert d.paused is not None
+    assert "2/3 pods exist" in d.paused
     nodes = [gone(0, label="master"), replica(1, 0), replica(2, 0)]
     d = decide(nodes, revisions(set()), NEW, ClusterState(pod(0), 1), POLICY, replicas=3)
-    assert d.step is None and d.paused is not None and "does not serve" in d.paused
+    assert d.step is None
+    assert d.paused is not None
+    assert "does not serve" in d.paused
 
 
 def test_no_update_revision_yet_or_nothing_outdated_takes_no_step() -> None:
     d = decide(healthy(3), revisions(set()), None, ClusterState(pod(0), 1), POLICY, replicas=3)
-    assert d.step is None and not d.outdated
+    assert d.step is None
+    assert not d.outdated
     d = decide(healthy(3), revisions(set()), OLD, ClusterState(pod(0), 1), POLICY, replicas=3)
-    assert d.step is None and not d.outdated and d.current_revision == OLD
+    assert d.step is None
+    assert not d.outdated
+    assert d.current_revision == OLD
 
 
 def test_current_revision_keeps_the_previous_one_while_pods_still_run_it() -> None:

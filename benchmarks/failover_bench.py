@@ -11,11 +11,14 @@ starts the local control plane and node once, then runs the chosen scenarios (de
   reconcile, with and without warm standby (:mod:`benchmarks._failover_leader`);
 - ``drain``: on a control plane of its own with three nodes, the master's node drained
   (``kubectl drain``: a planned switchover) against the master crashed, the longest write pause
-  of each (:mod:`benchmarks._failover_drain`).
+  of each (:mod:`benchmarks._failover_drain`);
+- ``rollout``: an image change rolled by the operator (replicas, one switchover, the old master)
+  against the master crashed, the longest write pause of each (:mod:`benchmarks._failover_rollout`).
 
 It prints one line per run, a table of medians per system and scenario, and the ``RATIO`` lines
 ``failover_first_write_vs_sentinel`` and ``failover_first_write_vs_down_after`` (crash fault)
-and ``drain_pause_vs_crash_failover`` (drain scenario).
+``drain_pause_vs_crash_failover`` (drain scenario) and ``rollout_pause_vs_crash_failover``
+(rollout scenario).
 Figures are printed, never asserted. Everything started is stopped on any exit (Ctrl-C included).
 """
 
@@ -37,6 +40,7 @@ from typing import Any
 
 from benchmarks._failover_drain import DRAIN_FAULTS, drain_runs, report_drain
 from benchmarks._failover_leader import leader_runs
+from benchmarks._failover_rollout import ROLLOUT_FAULTS, report_rollout, rollout_runs
 from benchmarks._failover_run import FAULTS, Outcome, one_run
 from benchmarks._failover_systems import OperatorSystem, SentinelSystem, System, SystemError_
 from examples.rediscluster.demo import ROOT, operator_process
@@ -167,7 +171,12 @@ def report(outcomes: list[Outcome], down_after_ms: int) -> dict[tuple[str, str],
 
 
 #: Every scenario by name: the faults (run together, interleaved: ``None``) and the others.
-SCENARIOS: dict[str, Scenario | None] = {**dict.fromkeys(FAULTS), "leader": leader_runs, "drain": drain_runs}
+SCENARIOS: dict[str, Scenario | None] = {
+    **dict.fromkeys(FAULTS),
+    "leader": leader_runs,
+    "drain": drain_runs,
+    "rollout": rollout_runs,
+}
 
 
 async def run(args: argparse.Namespace) -> list[Any]:
@@ -228,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     fault_runs = [o for o in outcomes if o.fault in FAULTS]
     if fault_runs:
         report(fault_runs, args.down_after_ms)
-    leader = [o for o in outcomes if o.fault not in (*FAULTS, *DRAIN_FAULTS)]
+    leader = [o for o in outcomes if o.fault not in (*FAULTS, *DRAIN_FAULTS, *ROLLOUT_FAULTS)]
     if leader:
         from benchmarks._failover_leader import report_leader
 
@@ -236,6 +245,9 @@ def main(argv: list[str] | None = None) -> int:
     drains = [o for o in outcomes if o.fault in DRAIN_FAULTS]
     if drains:
         report_drain(drains, args.down_after_ms)
+    rollouts = [o for o in outcomes if o.fault in ROLLOUT_FAULTS]
+    if rollouts:
+        report_rollout(rollouts, args.down_after_ms)
     if args.json:
         args.json.write_text(json.dumps([dataclasses.asdict(o) for o in outcomes], indent=2))
     return 0

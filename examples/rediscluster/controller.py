@@ -18,7 +18,8 @@ cluster gives none):
    ``topology.evacuate``) or a scale-in would remove the master — carried out by
    ``execute.PlanExecutor`` (``RecordMaster`` is written to status before any Redis command);
    once that plan is converged, ``rollout.Rollout`` brings outdated pods to the StatefulSet's
-   update revision in the operator's order (replicas one at a time, one switchover, the old master);
+   update revision in the operator's order (replicas one at a time, one switchover, the old master)
+   and ``live_config.LiveConfig`` sets the run-time ``redisConfig`` settings with ``CONFIG SET``;
 6. ``nodeloss.NodeLossGuard``: with ``spec.nodeLoss.forceDeletePods``, pods on a node lost for
    ``afterSeconds`` are force-deleted so the StatefulSet recreates them on a live node;
 7. status through the status subresource, written only when it changed (the operator's metrics,
@@ -40,6 +41,7 @@ from examples.rediscluster.cluster.mover import SlotMover
 from examples.rediscluster.cluster.reconciler import ClusterModeReconciler
 from examples.rediscluster.execute import PhaseTimer, PlanExecutor
 from examples.rediscluster.finalizer import FINALIZER, finalizer_patch, snapshot
+from examples.rediscluster.live_config import LiveConfig
 from examples.rediscluster.nodeloss import NodeLossGuard
 from examples.rediscluster.observe import Observed, observe, pod_ready, read_password, seconds_since
 from examples.rediscluster.prober import HealthProber
@@ -131,6 +133,7 @@ class RedisClusterReconciler:
         self.executor = PlanExecutor(client, recorder)
         self.node_loss = NodeLossGuard(client, recorder, prober)
         self.rollout = Rollout(client, recorder)
+        self.live_config = LiveConfig(recorder)
         self.cluster_mode = ClusterModeReconciler(client, recorder, slot_mover, io_timeout=io_timeout)
 
     async def reconcile(self, request: Request) -> Result:
@@ -140,6 +143,7 @@ class RedisClusterReconciler:
             self.prober.forget((request.namespace, request.name))
             self.cluster_mode.forget(request.namespace, request.name)
             self.rollout.forget(request.namespace, request.name)
+            self.live_config.forget(request.namespace, request.name)
             metrics.forget(request.namespace, request.name)
             return Result()
         if cluster.metadata.deletion_timestamp:
@@ -167,7 +171,7 @@ class RedisClusterReconciler:
         restore = await restore_state(
             self.client, self.recorder, cluster, observed.pods, image=self.backup_image, now=_now()
         )
-        invalid = await self._ensure_children(cluster, sts_replicas, restore)
+        invalid = await self._ensure_children(cluster, sts_replicas, restore, observed)
         timer.detection = self._unhealthy_for(cluster, observed, recorded.current_master)
         timer.mark("decision")
         acted, cluster = await self.executor.execute(cluster, observed, the_plan, timer)
@@ -187,7 +191,7 @@ class RedisClusterReconciler:
         return Result(requeue_after=STEADY_REQUEUE if settled or stuck else ACTING_REQUEUE)
 
     async def _ensure_children(
-        self, cluster: RedisCluster, sts_replicas: int, restore: RestoreState
+        self, cluster: RedisCluster, sts_replicas: int, restore: RestoreState, observed: Observed
     ) -> str | None:
         """Write the children that differ; return why the spec cannot be run, if it cannot.
 
@@ -199,6 +203,8 @@ class RedisClusterReconciler:
         except InvalidSpec as exc:
             self.recorder.event(cluster, "Warning", "InvalidSpec", str(exc))
             return str(exc)
+        if (refused := await self.live_config.apply(cluster, observed)) is not None:
+            return refused  # a run-time setting Redis refused (Event ConfigRejected): no redis.conf with it
         if restore.blocked is not None:
             return None  # no pod may start before there is a backup to seed it (condition Restored)
         restore.apply(children)

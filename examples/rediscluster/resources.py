@@ -3,10 +3,13 @@
 Children (each carries a controller ownerReference to the RedisCluster, set by the reconciler):
 
 - ConfigMap ``<name>-config``: ``redis.conf`` built from the spec (``maxmemory`` from
-  ``memoryLimit``, persistence, ``redisConfig``); never the password;
+  ``memoryLimit``, persistence, ``redisConfig``); never the password. The pod template's
+  ``redis.pyctrl.dev/config-hash`` covers all of it but the :data:`LIVE_KEYS` settings, which the
+  operator applies with ``CONFIG SET`` instead of a restart;
 - Service ``<name>-headless`` (stable pod DNS, not-ready addresses published), ``<name>-master``
   (selects the pod labelled ``redis.pyctrl.dev/role=master``) and ``<name>-replicas``;
-- StatefulSet ``<name>`` (Parallel pod management; one PVC per pod with persistence; pods spread
+- StatefulSet ``<name>`` (Parallel pod management; ``updateStrategy: OnDelete``, the operator
+  rolls a new template itself, see ``rollout``; one PVC per pod with persistence; pods spread
   over nodes and zones by default, see ``scheduling``);
 - PodDisruptionBudget ``<name>`` (``maxUnavailable: 1``): a drain evicts one pod at a time.
 
@@ -38,6 +41,7 @@ from examples.rediscluster.scheduling import pod_scheduling
 __all__ = [
     "FENCE_HOST",
     "FENCE_PORT",
+    "LIVE_KEYS",
     "MANAGED_KEYS",
     "PRESTOP_WAIT_SECONDS",
     "REDIS_PORT",
@@ -47,6 +51,7 @@ __all__ = [
     "desired_children",
     "headless_service_name",
     "labels",
+    "live_settings",
     "master_service",
     "parse_quantity",
     "pod_disruption_budget",
@@ -80,6 +85,59 @@ MANAGED_KEYS = frozenset(
         "daemonize",
         "include",
         "appendonly",
+    }
+)
+#: ``redisConfig`` directives Redis changes at run time (``CONFIG SET``): a change of only these
+#: restarts no pod — the operator sets them on every pod (``live_config``) and keeps them in
+#: redis.conf for the next start; any other change is a new pod template, rolled pod by pod.
+LIVE_KEYS = frozenset(
+    {
+        "maxmemory-policy",
+        "maxmemory-samples",
+        "maxmemory-eviction-tenacity",
+        "maxclients",
+        "timeout",
+        "tcp-keepalive",
+        "hz",
+        "dynamic-hz",
+        "loglevel",
+        "slowlog-log-slower-than",
+        "slowlog-max-len",
+        "latency-monitor-threshold",
+        "latency-tracking",
+        "notify-keyspace-events",
+        "lazyfree-lazy-eviction",
+        "lazyfree-lazy-expire",
+        "lazyfree-lazy-server-del",
+        "lazyfree-lazy-user-del",
+        "lazyfree-lazy-user-flush",
+        "activedefrag",
+        "active-defrag-cycle-min",
+        "active-defrag-cycle-max",
+        "active-defrag-ignore-bytes",
+        "active-defrag-threshold-lower",
+        "active-defrag-threshold-upper",
+        "active-expire-effort",
+        "hash-max-listpack-entries",
+        "hash-max-listpack-value",
+        "list-max-listpack-size",
+        "list-compress-depth",
+        "set-max-intset-entries",
+        "set-max-listpack-entries",
+        "set-max-listpack-value",
+        "zset-max-listpack-entries",
+        "zset-max-listpack-value",
+        "stream-node-max-bytes",
+        "stream-node-max-entries",
+        "min-replicas-to-write",
+        "min-replicas-max-lag",
+        "repl-backlog-size",
+        "repl-backlog-ttl",
+        "repl-timeout",
+        "client-output-buffer-limit",
+        "proto-max-bulk-len",
+        "busy-reply-threshold",
+        "lua-time-limit",
     }
 )
 _SUFFIXES = {
@@ -189,6 +247,17 @@ def master_service(cluster: RedisCluster) -> dict[str, Any]:
     return _service(cluster, f"{cluster.name}-master", {ROLE_LABEL: "master"})
 
 
+def live_settings(spec: RedisClusterSpec) -> dict[str, str]:
+    """The ``redisConfig`` settings applied at run time (:data:`LIVE_KEYS`), keys lower-cased."""
+    return {k.lower(): v for k, v in sorted(spec.redis_config.items()) if k.lower() in LIVE_KEYS}
+
+
+def _restart_only(spec: RedisClusterSpec) -> RedisClusterSpec:
+    """``spec`` without its live settings: what the pod template's config hash covers."""
+    kept = {k: v for k, v in spec.redis_config.items() if k.lower() not in LIVE_KEYS}
+    return spec.model_copy(update={"redis_config": kept})
+
+
 def _start_script(spec: RedisClusterSpec) -> str:
     start = 'exec redis-server /etc/redis/redis.conf --bind "$POD_IP" --replica-announce-ip "$POD_IP"'
     if spec.auth is None:
@@ -243,7 +312,7 @@ def statefulset(cluster: RedisCluster, replicas: int) -> dict[str, Any]:
         env.append(
             {"name": "REDIS_PASSWORD", "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
         )
-    conf_hash = hashlib.sha256(redis_conf(spec).encode()).hexdigest()[:16]
+    conf_hash = hashlib.sha256(redis_conf(_restart_only(spec)).encode()).hexdigest()[:16]
     container: dict[str, Any] = {
         "name": "redis",
         "image": spec.image,

@@ -59,6 +59,7 @@ async def test_a_new_cluster_becomes_ready_with_one_master_and_replicating_repli
         "Ready": "True",
         "Degraded": "False",
         "PodsScheduled": "True",
+        "Progressing": "False",  # no rollout under way
     }
     # the operator's metrics follow the status it computed
     ns = c.namespace
@@ -184,6 +185,7 @@ async def test_an_unrunnable_spec_change_is_reported_applies_nothing_and_failove
         "Ready": "AllReplicasReady",
         "Degraded": "AsExpected",
         "PodsScheduled": "AllPodsScheduled",
+        "Progressing": "RolloutComplete",
     }
 
 

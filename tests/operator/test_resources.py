@@ -8,7 +8,13 @@ import pytest
 from pydantic import ValidationError
 
 from examples.rediscluster.api import RedisCluster, RedisClusterSpec
-from examples.rediscluster.resources import PRESTOP_WAIT_SECONDS, statefulset
+from examples.rediscluster.resources import (
+    LIVE_KEYS,
+    PRESTOP_WAIT_SECONDS,
+    live_settings,
+    redis_conf,
+    statefulset,
+)
 
 
 def pod_spec(**spec: Any) -> dict[str, Any]:
@@ -92,3 +98,26 @@ def test_a_terminating_master_waits_in_prestop_for_the_handover_within_a_bound()
     assert pod_spec()["terminationGracePeriodSeconds"] > PRESTOP_WAIT_SECONDS
     with_auth = pod_spec(auth={"passwordSecret": {"name": "s"}})["containers"][0]
     assert 'REDISCLI_AUTH="$REDIS_PASSWORD"' in with_auth["lifecycle"]["preStop"]["exec"]["command"][2]
+
+
+def _config_hash(**spec: Any) -> str:
+    cluster = RedisCluster.model_validate({"metadata": {"name": "rc", "namespace": "ns"}, "spec": spec})
+    template = statefulset(cluster, 3)["spec"]["template"]
+    return str(template["metadata"]["annotations"]["redis.pyctrl.dev/config-hash"])
+
+
+def test_only_settings_redis_cannot_change_at_run_time_change_the_pod_template() -> None:
+    base = _config_hash(redisConfig={"maxmemory-policy": "noeviction"})
+    assert "maxmemory-policy" in LIVE_KEYS
+    assert _config_hash(redisConfig={"maxmemory-policy": "allkeys-lru"}) == base
+    assert _config_hash(redisConfig={"maxmemory-policy": "noeviction", "databases": "32"}) != base
+    spec = RedisClusterSpec.model_validate(
+        {"redisConfig": {"Maxmemory-Policy": "allkeys-lru", "databases": "32"}}
+    )
+    assert live_settings(spec) == {"maxmemory-policy": "allkeys-lru"}
+    assert "Maxmemory-Policy allkeys-lru" in redis_conf(spec)  # kept in redis.conf for the next start
+
+
+def test_the_statefulset_leaves_the_rollout_order_to_the_operator() -> None:
+    cluster = RedisCluster.model_validate({"metadata": {"name": "rc", "namespace": "ns"}})
+    assert statefulset(cluster, 3)["spec"]["updateStrategy"] == {"type": "OnDelete"}

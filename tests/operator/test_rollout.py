@@ -159,3 +159,60 @@ async def test_a_rollout_interrupted_by_a_crashed_replica_pauses_then_completes(
     assert c.status()["masterEpoch"] == epoch + 1
     assert events(c, "FailoverCompleted") == []
     assert await lost_writes(c, writes.acked) == []
+
+
+def _restarts(c: Cluster) -> dict[str, tuple[str, int]]:
+    """pod -> (uid, the redis container's restartCount)."""
+    return {
+        name: (p["metadata"]["uid"], p["status"]["containerStatuses"][0]["restartCount"])
+        for name, p in c.pods().items()
+    }
+
+
+async def test_a_live_redis_config_change_reaches_every_pod_without_a_restart(
+    operator: RunningOperator, cluster_factory: Callable[[str], Cluster]
+) -> None:
+    c = cluster_factory("live")
+    c.create(replicas=3, downAfterMilliseconds=2000, redisConfig={"maxmemory-policy": "noeviction"})
+    await eventually(lambda: c.ready(3), within=90, what="Running with 3 ready replicas", interval=0.2)
+    before, revision = _restarts(c), c.status()["updateRevision"]
+
+    _merge(c, {"redisConfig": {"maxmemory-policy": "allkeys-lru"}})
+
+    async def everywhere() -> bool:
+        for pod in c.pods():
+            client = await c.redis(pod)
+            try:
+                got = await client.config_get("maxmemory-policy")
+            finally:
+                await client.aclose()
+            if got != {"maxmemory-policy": "allkeys-lru"}:
+                return False
+        return True
+
+    await eventually(everywhere, within=60, what="maxmemory-policy allkeys-lru on every pod")
+    conf = c.envtest.http.get(f"/api/v1/namespaces/{c.namespace}/configmaps/live-config")["data"][
+        "redis.conf"
+    ]
+    assert "maxmemory-policy allkeys-lru" in conf  # kept for the next start
+    assert _restarts(c) == before, "no pod restarted"
+    assert c.status()["updateRevision"] == revision, "the pod template did not change"
+    assert c.status()["currentRevision"] == revision
+    (applied,) = [e for e in events(c, "ConfigApplied") if "maxmemory-policy" in e["message"]]
+    assert applied["message"].startswith("CONFIG SET maxmemory-policy on ")
+
+    # a value Redis refuses is reported, naming the field; nothing applied, the cluster keeps serving
+    _merge(c, {"redisConfig": {"maxmemory-policy": "sometimes"}})
+    await eventually(
+        lambda: true(_condition(c, "Ready").get("reason") == "InvalidSpec"), within=60, what="InvalidSpec"
+    )
+    (rejected,) = events(c, "ConfigRejected")
+    assert rejected["message"].startswith("spec.redisConfig[maxmemory-policy] was refused by Redis on live-")
+    assert "sometimes" not in rejected["message"]
+    assert _condition(c, "Ready")["message"].startswith("spec.redisConfig[maxmemory-policy] was refused")
+    conf = c.envtest.http.get(f"/api/v1/namespaces/{c.namespace}/configmaps/live-config")["data"][
+        "redis.conf"
+    ]
+    assert "maxmemory-policy allkeys-lru" in conf
+    assert await everywhere()
+    assert _restarts(c) == before

@@ -198,8 +198,7 @@ async def test_a_live_redis_config_change_reaches_every_pod_without_a_restart(
     assert _restarts(c) == before, "no pod restarted"
     assert c.status()["updateRevision"] == revision, "the pod template did not change"
     assert c.status()["currentRevision"] == revision
-    (applied,) = [e for e in events(c, "ConfigApplied") if "maxmemory-policy" in e["message"]]
-    assert applied["message"].startswith("CONFIG SET maxmemory-policy on ")
+    assert any(e["message"].startswith("CONFIG SET maxmemory-policy on ") for e in events(c, "ConfigApplied"))
 
     # a value Redis refuses is reported, naming the field; nothing applied, the cluster keeps serving
     _merge(c, {"redisConfig": {"maxmemory-policy": "sometimes"}})

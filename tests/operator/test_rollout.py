@@ -205,6 +205,9 @@ async def test_a_live_redis_config_change_reaches_every_pod_without_a_restart(
     await eventually(
         lambda: true(_condition(c, "Ready").get("reason") == "InvalidSpec"), within=60, what="InvalidSpec"
     )
+    await eventually(  # Events are written in the background, after the status may be
+        lambda: true(bool(events(c, "ConfigRejected"))), within=30, what="the ConfigRejected Event"
+    )
     (rejected,) = events(c, "ConfigRejected")
     assert rejected["message"].startswith("spec.redisConfig[maxmemory-policy] was refused by Redis on live-")
     assert "sometimes" not in rejected["message"]

@@ -14,8 +14,17 @@ three rounds of 10^5 *new* keys that are queued, fail once (``add_rate_limited``
 succeed (``forget``) and are ``done``. What stays is the capacity of the emptied hash tables (CPython
 dicts keep their peak size, like Go maps): it must not grow with the number of keys ever seen.
 
-The last line is ``RATIO workqueue_vs_asyncio_queue <value>``: pyctrl ``RateLimitingQueue``
-cycles/s ÷ ``asyncio.Queue`` cycles/s, 4 workers, yielding workers, medians.
+Drain, as a new user meets the queue: a controller's queue is always named (so it carries the
+``workqueue_*`` metrics), so ``RateLimitingQueue(name=...)`` with 4 workers that ``get`` and
+``done``, 100,000 keys added at once, then ``shut_down_with_drain``; the baseline adds the keys to
+a bare ``asyncio.Queue`` (``put_nowait``) and joins it with 4 ``get``/``task_done`` workers.
+Median of 5 interleaved runs in this process, also for an unnamed queue and for
+:class:`MinimalTimedQueue` (what bounds the named queue: only a dedup dict, a processing map and
+the three clock reads the metrics need per item — ready, handed out, done); wall and CPU time.
+
+The last lines are ``RATIO workqueue_vs_asyncio_queue <value>`` (pyctrl ``RateLimitingQueue``
+cycles/s ÷ ``asyncio.Queue`` cycles/s, 4 workers, yielding workers, medians) and
+``RATIO workqueue_named_vs_asyncio_queue <value>`` (the drain: named queue ÷ ``asyncio.Queue``).
 """
 
 from __future__ import annotations
@@ -25,7 +34,9 @@ import gc
 import statistics
 import time
 import tracemalloc
+from collections import deque
 from collections.abc import Awaitable, Callable
+from typing import NamedTuple
 
 from pyctrl.workqueue import FakeClock, RateLimitingQueue, ShutDown
 
@@ -33,8 +44,22 @@ KEYS = 100_000
 BATCH = 1_000
 WORKER_COUNTS = (1, 4, 16)
 RUNS = 5
+DRAIN_WORKERS = 4
 
-Run = Callable[[list[str], int, bool], Awaitable[float]]
+
+class Sample(NamedTuple):
+    rate: float  # cycles per second
+    cpu: float  # CPU µs per key
+
+    @classmethod
+    def of(cls, keys: int, start: float, cpu_start: float) -> Sample:
+        """The sample of ``keys`` cycles that began at ``perf_counter()`` ``start``, CPU ``cpu_start``."""
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+        return cls(keys / wall, cpu * 1e6 / keys)
+
+
+Run = Callable[[list[str], int, bool], Awaitable[Sample]]
+Produce = Callable[[Callable[[str], None], list[str]], Awaitable[None]]
 
 
 async def _produce(add: Callable[[str], None], keys: list[str]) -> None:
@@ -44,8 +69,15 @@ async def _produce(add: Callable[[str], None], keys: list[str]) -> None:
         await asyncio.sleep(0)
 
 
-async def run_workqueue(keys: list[str], workers: int, yield_each: bool, *, name: str | None = None) -> float:
-    """Cycles per second through a ``RateLimitingQueue`` (the controller's queue)."""
+async def _all_at_once(add: Callable[[str], None], keys: list[str]) -> None:
+    for key in keys:
+        add(key)
+
+
+async def run_workqueue(
+    keys: list[str], workers: int, yield_each: bool, *, name: str | None = None, produce: Produce = _produce
+) -> Sample:
+    """Cycles per second (and CPU µs per key) through a ``RateLimitingQueue`` (the controller's queue)."""
     queue = RateLimitingQueue[str](name=name)
 
     async def worker() -> None:
@@ -58,22 +90,24 @@ async def run_workqueue(keys: list[str], workers: int, yield_each: bool, *, name
                 await asyncio.sleep(0)
             queue.done(key)
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     tasks = [asyncio.create_task(worker()) for _ in range(workers)]
-    await _produce(queue.add, keys)
+    await produce(queue.add, keys)
     await queue.shut_down_with_drain()
-    elapsed = time.perf_counter() - start
+    sample = Sample.of(len(keys), start, cpu)
     await asyncio.gather(*tasks)
-    return len(keys) / elapsed
+    return sample
 
 
-async def run_named_workqueue(keys: list[str], workers: int, yield_each: bool) -> float:
+async def run_named_workqueue(keys: list[str], workers: int, yield_each: bool) -> Sample:
     """The same with metrics on (a named queue)."""
     return await run_workqueue(keys, workers, yield_each, name="bench")
 
 
-async def run_asyncio_queue(keys: list[str], workers: int, yield_each: bool) -> float:
-    """Cycles per second through a bare ``asyncio.Queue``."""
+async def run_asyncio_queue(
+    keys: list[str], workers: int, yield_each: bool, *, produce: Produce = _produce
+) -> Sample:
+    """Cycles per second (and CPU µs per key) through a bare ``asyncio.Queue``."""
     queue: asyncio.Queue[str] = asyncio.Queue()
 
     async def worker() -> None:
@@ -83,15 +117,80 @@ async def run_asyncio_queue(keys: list[str], workers: int, yield_each: bool) -> 
                 await asyncio.sleep(0)
             queue.task_done()
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     tasks = [asyncio.create_task(worker()) for _ in range(workers)]
-    await _produce(queue.put_nowait, keys)
+    await produce(queue.put_nowait, keys)
     await queue.join()
-    elapsed = time.perf_counter() - start
+    sample = Sample.of(len(keys), start, cpu)
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    return len(keys) / elapsed
+    return sample
+
+
+class MinimalTimedQueue:
+    """The least a metered dedup queue does per item: no priorities, delays, metrics or wake-ups."""
+
+    def __init__(self) -> None:
+        self._dirty: dict[str, float] = {}
+        self._processing: dict[str, float] = {}
+        self._fifo: deque[str] = deque()
+        self.seconds = 0.0
+
+    def add(self, key: str) -> None:
+        if self._dirty.setdefault(key, -1.0) == -1.0:
+            self._dirty[key] = time.monotonic()  # ready since
+            if key not in self._processing:
+                self._fifo.append(key)
+
+    async def get(self) -> str:
+        key = self._fifo.popleft()
+        now = time.monotonic()
+        self.seconds += now - self._dirty.pop(key)
+        self._processing[key] = now
+        return key
+
+    def done(self, key: str) -> None:
+        self.seconds += time.monotonic() - self._processing.pop(key)
+        if key in self._dirty:
+            self._fifo.append(key)
+
+
+async def drain_minimal(keys: list[str]) -> Sample:
+    """The drain case through :class:`MinimalTimedQueue` (one worker: it never waits)."""
+    queue = MinimalTimedQueue()
+    start, cpu = time.perf_counter(), time.process_time()
+    for key in keys:
+        queue.add(key)
+    for _ in range(len(keys)):
+        queue.done(await queue.get())
+    return Sample.of(len(keys), start, cpu)
+
+
+async def drain(keys: list[str]) -> float:
+    """Print the drain table; return the named queue's cycles/s ÷ ``asyncio.Queue``'s (medians)."""
+    w = DRAIN_WORKERS
+    runs: dict[str, Callable[[], Awaitable[Sample]]] = {
+        "asyncio.Queue": lambda: run_asyncio_queue(keys, w, False, produce=_all_at_once),
+        "RateLimitingQueue(name=...)": lambda: run_workqueue(
+            keys, w, False, name="bench-drain", produce=_all_at_once
+        ),
+        "RateLimitingQueue()": lambda: run_workqueue(keys, w, False, produce=_all_at_once),
+        "MinimalTimedQueue (bound)": lambda: drain_minimal(keys),
+    }
+    samples: dict[str, list[Sample]] = {kind: [] for kind in runs}
+    for _ in range(RUNS):
+        for kind, run in runs.items():
+            gc.collect()
+            samples[kind].append(await run())
+    rate = {kind: statistics.median(r for r, _ in values) for kind, values in samples.items()}
+    cpu = {kind: statistics.median(c for _, c in values) for kind, values in samples.items()}
+    base = rate["asyncio.Queue"]
+    print(f"\ndrain: {len(keys):,} keys added, then shut_down_with_drain, {DRAIN_WORKERS} workers:")
+    print("{:>28} {:>12} {:>6} {:>12}".format("queue", "cycles/s", "ratio", "CPU µs/key"))
+    for kind in runs:
+        print(f"{kind:>28} {rate[kind]:>12,.0f} {rate[kind] / base:>6.2f} {cpu[kind]:>12.2f}")
+    return rate["RateLimitingQueue(name=...)"] / base
 
 
 async def throughput(keys: list[str], yield_each: bool) -> dict[tuple[str, int], float]:
@@ -106,7 +205,7 @@ async def throughput(keys: list[str], yield_each: bool) -> dict[tuple[str, int],
         for _ in range(RUNS):
             for kind, run in runs.items():
                 gc.collect()
-                samples.setdefault((kind, workers), []).append(await run(keys, workers, yield_each))
+                samples.setdefault((kind, workers), []).append((await run(keys, workers, yield_each)).rate)
     return {key: statistics.median(values) for key, values in samples.items()}
 
 
@@ -166,9 +265,11 @@ async def main() -> None:
     yielding = await throughput(keys, yield_each=True)
     print_table("workers yield once per item (cycles/s):", yielding)
     print_table("workers never yield (cycles/s):", await throughput(keys, yield_each=False))
+    named = await drain(keys)
     await memory()
     ratio = yielding["pyctrl", 4] / yielding["asyncio.Queue", 4]
     print(f"RATIO workqueue_vs_asyncio_queue {ratio:.3f}")
+    print(f"RATIO workqueue_named_vs_asyncio_queue {named:.3f}")
 
 
 if __name__ == "__main__":

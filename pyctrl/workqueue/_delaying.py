@@ -62,18 +62,6 @@ class DelayingQueue(Queue[T]):
         self._timer: Timer | None = None
         self._timer_deadline = math.inf
 
-    def add(self, item: T, *, priority: int = 0) -> None:
-        """Like :meth:`Queue.add`; an item waiting for its delay becomes ready now, keeping the
-        higher priority of the two adds."""
-        if self._waiting:
-            waiting = self._waiting.pop(item, None)
-            if waiting is not None:
-                priority = max(priority, waiting.priority)
-                self._dropped_heap_entry()
-                if _trace.ENABLED:
-                    _trace.delay_cut(self, item)
-        Queue.add(self, item, priority=priority)
-
     def add_after(self, item: T, seconds: float, *, priority: int = 0) -> None:
         """Add ``item`` once ``seconds`` have passed (now if ``seconds <= 0``). Ignored after shutdown."""
         if _trace.ENABLED:
@@ -86,7 +74,7 @@ class DelayingQueue(Queue[T]):
         if self._metrics is not None:
             self._metrics.retry()
         if item in self._dirty:
-            super().add(item, priority=priority)  # already ready: only raise the priority
+            self.add(item, priority=priority)  # already ready: only raise the priority
             return
         ready_at = self._clock.now() + seconds
         waiting = self._waiting.get(item)
@@ -111,6 +99,16 @@ class DelayingQueue(Queue[T]):
         super().shut_down()
 
     # -- internals -----------------------------------------------------------------------------
+
+    def _ready_now(self, item: T, priority: int) -> int:
+        """``add`` of an item waiting for its delay: it is ready now, with the higher priority."""
+        waiting = self._waiting.pop(item, None)
+        if waiting is None:
+            return priority
+        self._dropped_heap_entry()
+        if _trace.ENABLED:
+            _trace.delay_cut(self, item)
+        return max(priority, waiting.priority)
 
     def _is_live(self, entry: tuple[float, int, T]) -> bool:
         waiting = self._waiting.get(entry[2])
@@ -158,7 +156,7 @@ class DelayingQueue(Queue[T]):
             del self._waiting[item]
             if _trace.ENABLED:
                 _trace.delay_elapsed(self, item)
-            Queue.add(self, item, priority=waiting.priority)
+            self.add(item, priority=waiting.priority)
         if not self._waiting:
             heap.clear()
         self._arm()

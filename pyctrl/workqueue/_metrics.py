@@ -16,7 +16,8 @@ Guarantees:
   time; ``retries_total`` counts adds with a positive delay (``add_after``, ``add_rate_limited``).
 - ``unfinished_work_seconds`` and ``longest_running_processor_seconds`` are computed when scraped
   (client-go updates them every 500 ms from a goroutine; computing at scrape needs no task).
-- Per-item timestamps are dropped when the item is handed out / done: no per-key state remains.
+- Per-item timestamps live in the queue's own entries (ready time) and processing map (start
+  time), so they go with the item: no per-key state remains, and no extra hash lookup is made.
 - Scrapes may run on another thread: they only read (copying each container in one C call).
 
 Why a collector and not ``Counter``/``Histogram`` objects: their ``inc``/``observe`` take a lock and
@@ -33,7 +34,7 @@ import threading
 import time
 import weakref
 from bisect import bisect_left
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -178,48 +179,45 @@ def _get_collector() -> _Collector:
 
 
 class QueueMetrics(Generic[T]):
-    """The metrics hooks of one named queue. Called from the event loop thread only."""
+    """The metrics hooks of one named queue. Called from the event loop thread only.
 
-    __slots__ = ("__weakref__", "_add_times", "_now", "_series", "_start_times")
+    The queue keeps the timestamps (a queued entry's ready time, ``processing``'s start times), so
+    hooks take and return times instead of looking items up: a named queue does no hash lookup
+    more than an unnamed one.
+    """
 
-    def __init__(self, name: str, clock: Clock) -> None:
-        # RealClock.now is time.monotonic: call it directly, saving a Python frame per timestamp.
-        self._now: Callable[[], float] = time.monotonic if isinstance(clock, RealClock) else clock.now
-        # item -> when it became ready (removed when handed out).
-        self._add_times: dict[T, float] = {}
-        # item -> when it was handed out (removed on done).
-        self._start_times: dict[T, float] = {}
+    __slots__ = ("__weakref__", "_processing", "_series", "now")
+
+    def __init__(self, name: str, clock: Clock, processing: Mapping[T, float]) -> None:
+        #: The clock's ``now`` (RealClock: ``time.monotonic`` itself, saving a Python frame per call).
+        self.now: Callable[[], float] = time.monotonic if isinstance(clock, RealClock) else clock.now
+        # The queue's processing items -> when each was handed out (read by scrapes).
+        self._processing = processing
         self._series = _get_collector().join(name, self)
 
-    def add(self, item: T) -> None:
-        """``item`` became ready to process."""
+    def add(self) -> None:
+        """An item became ready to process (stamped ``now()`` by the queue)."""
         series = self._series
         series.adds += 1
         series.depth += 1
-        if item not in self._add_times:
-            self._add_times[item] = self._now()
 
-    def get(self, item: T) -> None:
-        """``item`` was handed to a worker."""
+    def get(self, ready_at: float) -> float:
+        """An item ready since ``ready_at`` was handed to a worker; returns the time it was."""
         series = self._series
         series.depth -= 1
-        now = self._now()
-        self._start_times[item] = now
-        added = self._add_times.pop(item, None)
-        if added is not None:
-            seconds = now - added
-            histogram = series.queue_duration  # _Histogram.observe, inlined (hot path)
-            histogram.counts[bisect_left(_BUCKETS, seconds)] += 1
-            histogram.total += seconds
+        now = self.now()
+        seconds = now - ready_at
+        histogram = series.queue_duration  # _Histogram.observe, inlined (hot path)
+        histogram.counts[bisect_left(_BUCKETS, seconds)] += 1
+        histogram.total += seconds
+        return now
 
-    def done(self, item: T) -> None:
-        """The worker finished ``item``."""
-        started = self._start_times.pop(item, None)
-        if started is not None:
-            seconds = self._now() - started
-            histogram = self._series.work_duration
-            histogram.counts[bisect_left(_BUCKETS, seconds)] += 1
-            histogram.total += seconds
+    def done(self, started: float) -> None:
+        """The worker finished an item handed out at ``started``."""
+        seconds = self.now() - started
+        histogram = self._series.work_duration
+        histogram.counts[bisect_left(_BUCKETS, seconds)] += 1
+        histogram.total += seconds
 
     def retry(self) -> None:
         """An item was added with a positive delay."""
@@ -227,8 +225,8 @@ class QueueMetrics(Generic[T]):
 
     def running_seconds(self) -> tuple[float, float]:
         """Seconds spent so far on the items being processed: (total, longest). Scrape-thread safe."""
-        starts = list(self._start_times.values())  # one C-level copy
+        starts = list(self._processing.values())  # one C-level copy
         if not starts:
             return 0.0, 0.0
-        now = self._now()
+        now = self.now()
         return len(starts) * now - sum(starts), now - min(starts)

@@ -33,7 +33,7 @@ import math
 from bisect import insort
 from collections import deque
 from collections.abc import Hashable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeAlias, TypeVar
 
 from pyctrl import trace as _trace
 from pyctrl.workqueue._clock import Clock, RealClock
@@ -42,6 +42,8 @@ from pyctrl.workqueue._metrics import QueueMetrics
 __all__ = ["LOW_PRIORITY", "Queue", "ShutDown"]
 
 T = TypeVar("T", bound=Hashable)
+#: A queued item: (priority, item, ready_at).
+_Entry: TypeAlias = tuple[int, T, float]
 
 #: Priority for events that are not news (initial list, resyncs), as in controller-runtime.
 LOW_PRIORITY = -100
@@ -76,21 +78,26 @@ class Queue(Generic[T]):
     def __init__(self, *, name: str | None = None, clock: Clock | None = None) -> None:
         self.name = name
         self._clock: Clock = clock if clock is not None else RealClock()
-        self._metrics: QueueMetrics[T] | None = QueueMetrics(name, self._clock) if name else None
-        # dirty: every item that needs processing -> its live entry (priority, item).
+        # dirty: every item that needs processing -> its live entry (priority, item, ready_at);
+        # ready_at is when the add made it ready (metrics only: 0.0 without a name).
         # Invariant: an item is queued (can be handed out) iff it is in dirty and not in processing,
         # and then its live entry -- the very tuple object -- is in exactly one bucket.
-        self._dirty: dict[T, tuple[int, T]] = {}
-        # processing: items handed out by get and not yet done. get never hands out one of these,
-        # so no item is processed by two workers at once.
-        self._processing: set[T] = set()
+        self._dirty: dict[T, _Entry[T]] = {}
+        # processing: items handed out by get and not yet done -> when they were handed out
+        # (metrics only: 0.0 without a name). get never hands out one of these, so no item is
+        # processed by two workers at once.
+        self._processing: dict[T, float] = {}
+        # The metrics keep their timestamps in the entries and in processing: no dict of their own.
+        self._metrics: QueueMetrics[T] | None = (
+            QueueMetrics(name, self._clock, self._processing) if name else None
+        )
         # buckets: priority -> FIFO of entries, one per priority ever used. An entry that is not
         # `dirty[item]` is stale (its priority was raised since); get skips stale entries.
         # priorities: bucket keys, ascending. top: the highest non-empty bucket (an empty deque if
         # all are empty), top_priority its priority (-inf then).
-        self._buckets: dict[int, deque[tuple[int, T]]] = {}
+        self._buckets: dict[int, deque[_Entry[T]]] = {}
         self._priorities: list[int] = []
-        self._no_bucket: deque[tuple[int, T]] = deque()
+        self._no_bucket: deque[_Entry[T]] = deque()
         self._top = self._no_bucket
         self._top_priority = -math.inf
         self._len = 0  # live entries in buckets == queued items
@@ -100,6 +107,9 @@ class Queue(Generic[T]):
         # drainers: futures of shut_down_with_drain() calls, woken when dirty and processing are empty.
         self._drainers: list[asyncio.Future[None]] = []
         self._shutting_down = False
+        # waiting: items a subclass holds back (DelayingQueue: delayed adds); always empty here.
+        # add() calls _ready_now only when it is not empty, so a plain add pays one truth test.
+        self._waiting: dict[T, Any] = {}
 
     def __len__(self) -> int:
         """Number of items ready to be handed out (not those being processed or waiting for a delay)."""
@@ -115,14 +125,17 @@ class Queue(Generic[T]):
             _trace.queue_add(self, item, priority)
         if self._shutting_down:
             return
-        entry = (priority, item)
+        if self._waiting:
+            priority = self._ready_now(item, priority)
+        metrics = self._metrics
+        entry = (priority, item, 0.0 if metrics is None else metrics.now())
         existing = self._dirty.setdefault(item, entry)  # one hash lookup in the common case
         if existing is not entry:
             if priority > existing[0]:
-                self._raise_priority(item, priority)
+                self._raise_priority(existing, priority)
             return
-        if self._metrics is not None:
-            self._metrics.add(item)
+        if metrics is not None:
+            metrics.add()
         if item in self._processing:
             return  # done() queues it
         # _enqueue(entry), inlined: this is the hot path.
@@ -150,7 +163,7 @@ class Queue(Generic[T]):
         """Like :meth:`get`, also returning the item's priority (to re-add it with the same one)."""
         if not self._len:
             await self._wait_for_item()
-        priority, item = self._pop()
+        priority, item, _ = self._pop()
         return item, priority
 
     def done(self, item: T) -> None:
@@ -160,11 +173,11 @@ class Queue(Generic[T]):
         Raises ``ValueError`` if ``item`` is not being processed.
         """
         try:
-            self._processing.remove(item)
+            started = self._processing.pop(item)
         except KeyError:
             raise ValueError(f"done({item!r}): the item is not being processed") from None
         if self._metrics is not None:
-            self._metrics.done(item)
+            self._metrics.done(started)
         if _trace.ENABLED:
             _trace.queue_done(self, item)
         entry = self._dirty.get(item)
@@ -209,12 +222,16 @@ class Queue(Generic[T]):
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _new_bucket(self, priority: int) -> deque[tuple[int, T]]:
+    def _ready_now(self, item: T, priority: int) -> int:
+        """``add`` found items held back: release ``item`` if it is one; returns its priority."""
+        return priority
+
+    def _new_bucket(self, priority: int) -> deque[_Entry[T]]:
         bucket = self._buckets[priority] = deque()
         insort(self._priorities, priority)
         return bucket
 
-    def _enqueue(self, entry: tuple[int, T]) -> None:
+    def _enqueue(self, entry: _Entry[T]) -> None:
         """Append ``entry`` to the FIFO of its priority (the caller counts it in ``_len``)."""
         priority = entry[0]
         bucket = self._buckets.get(priority)
@@ -236,8 +253,9 @@ class Queue(Generic[T]):
         self._top = self._no_bucket
         self._top_priority = -math.inf
 
-    def _raise_priority(self, item: T, priority: int) -> None:
-        entry = (priority, item)
+    def _raise_priority(self, existing: _Entry[T], priority: int) -> None:
+        _, item, ready_at = existing
+        entry = (priority, item, ready_at)  # still ready since its first add
         self._dirty[item] = entry
         if item in self._processing:
             return  # done() queues it with the raised priority
@@ -256,7 +274,7 @@ class Queue(Generic[T]):
         self._find_top()
         self._stale = 0
 
-    def _pop(self) -> tuple[int, T]:
+    def _pop(self) -> _Entry[T]:
         """Take the first live entry of the highest priority; the caller ensures ``len(self) > 0``."""
         dirty = self._dirty
         while True:
@@ -265,19 +283,20 @@ class Queue(Generic[T]):
             if not bucket:
                 self._find_top()
             item = entry[1]
-            if dirty.get(item) is entry:
+            live = dirty.pop(item, None)  # one hash lookup when live, the common case
+            if live is entry:
                 break
+            if live is not None:
+                dirty[item] = live  # a stale entry of an item queued with a higher priority
             self._stale -= 1
-        del dirty[item]
-        self._processing.add(item)
+        metrics = self._metrics
+        self._processing[item] = 0.0 if metrics is None else metrics.get(entry[2])
         self._len -= 1
         if not self._len and self._stale:
             for bucket in self._buckets.values():
                 bucket.clear()  # everything left is stale
             self._find_top()
             self._stale = 0
-        if self._metrics is not None:
-            self._metrics.get(item)
         return entry
 
     async def _wait_for_item(self) -> None:

@@ -175,7 +175,7 @@ async def test_no_state_remains_once_waiting_items_are_processed() -> None:
     assert len(await take_all(queue)) == 101
     assert_nothing_waits(queue, clock)
     assert queue._dirty == {}
-    assert queue._processing == set()
+    assert queue._processing == {}
 
 
 async def test_stale_heap_entries_never_outnumber_live_ones() -> None:

@@ -270,7 +270,7 @@ async def run_program(worker_count: int, program: list[Op]) -> None:
     assert harness.drained
     assert model.pending == {}, f"adds never followed by a run: {model.pending}"
     assert model.processing == {}
-    assert (queue._dirty, queue._processing, queue._waiting, queue._heap) == ({}, set(), {}, [])
+    assert (queue._dirty, queue._processing, queue._waiting, queue._heap) == ({}, {}, {}, [])
     assert not any(queue._buckets.values())
     assert harness.clock.pending() == 0
 

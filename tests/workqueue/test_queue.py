@@ -14,7 +14,7 @@ from ._util import let_tasks_run, until
 
 def assert_no_key_state(queue: Queue[str]) -> None:
     assert queue._dirty == {}
-    assert queue._processing == set()
+    assert queue._processing == {}
     assert not any(queue._buckets.values())
     assert queue._stale == 0
     assert len(queue) == 0

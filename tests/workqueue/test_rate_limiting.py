@@ -85,11 +85,11 @@ async def test_forget_and_done_leave_no_per_key_state(failures: int) -> None:
             queue.done(key)
         clock.step(3600)
     assert len(queue) == 0
-    assert (queue._dirty, queue._processing, queue._waiting, queue._heap) == ({}, set(), {}, [])
+    assert (queue._dirty, queue._processing, queue._waiting, queue._heap) == ({}, {}, {}, [])
     assert not any(queue._buckets.values())
     assert clock.pending() == 0
     limiter = queue._rate_limiter
     assert isinstance(limiter, MaxOfRateLimiter)
     assert all(getattr(part, "_failures", {}) == {} for part in limiter._limiters)
     assert queue._metrics is not None
-    assert (queue._metrics._add_times, queue._metrics._start_times) == ({}, {})
+    assert queue._metrics._processing is queue._processing  # its only per-item state: empty

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from examples.rediscluster.resources import parse_quantity
-from pyctrl.client import ConfigMap, Service, StatefulSet
+from pyctrl.client import Client, ConfigMap, Service, StatefulSet
 from pyctrl.client.errors import NotFound
 from pyctrl.client.objects import KubeObject, PodDisruptionBudget
 from pyctrl.client.scheme import to_dict
@@ -50,7 +50,7 @@ def is_subset(want: Any, have: Any) -> bool:
     return _same_scalar(want, have)
 
 
-async def ensure(client: Any, desired: dict[str, Any]) -> tuple[Any, bool]:
+async def ensure(client: Client, desired: dict[str, Any]) -> tuple[Any, bool]:
     """Make the child match ``desired``; return (the live object, whether a write happened)."""
     kind = _TYPED[desired["kind"]]
     meta = desired["metadata"]

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.redis_admin import RedisConnection, RedisUnavailable
 from examples.rediscluster.resources import REDIS_PORT
-from pyctrl.client import Pod
+from pyctrl.client import Client, Pod
 from pyctrl.client.errors import NotFound
 from pyctrl.client.patch import PatchType, RawPatch
 from pyctrl.recorder import EventRecorder
@@ -45,7 +44,7 @@ def finalizer_patch(cluster: RedisCluster) -> RawPatch:
 
 
 async def snapshot(
-    client: Any,
+    client: Client,
     recorder: EventRecorder,
     cluster: RedisCluster,
     password: Callable[[], Awaitable[str | None]],

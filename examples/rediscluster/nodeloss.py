@@ -23,12 +23,10 @@ operator: kube-controller-manager then evicts and force-deletes the pods itself.
 
 from __future__ import annotations
 
-from typing import Any
-
 from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.observe import Observed, seconds_since
 from examples.rediscluster.prober import HealthProber
-from pyctrl.client import Preconditions
+from pyctrl.client import Client, Preconditions
 from pyctrl.client.errors import Conflict, NotFound
 from pyctrl.client.gvk import GroupVersionKind
 from pyctrl.client.objects.meta import KubeModel, KubeObject
@@ -68,7 +66,7 @@ def unreachable_for(node: Node) -> float | None:
 class NodeLossGuard:
     """Force-deletes a cluster's pods on lost nodes when its spec asks for it."""
 
-    def __init__(self, client: Any, recorder: EventRecorder, prober: HealthProber) -> None:
+    def __init__(self, client: Client, recorder: EventRecorder, prober: HealthProber) -> None:
         self.client = client
         self.recorder = recorder
         self.prober = prober

@@ -17,14 +17,13 @@ import asyncio
 import base64
 import datetime
 from dataclasses import dataclass, field
-from typing import Any
 
 from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.redis_admin import RedisAdminError, RedisConnection, RedisUnavailable
 from examples.rediscluster.resources import REDIS_PORT, ROLE_LABEL, selector_labels
 from examples.rediscluster.topology import NodeObservation
 from pyctrl import TerminalError
-from pyctrl.client import Pod, Secret
+from pyctrl.client import Pod, Reader, Secret
 from pyctrl.client.errors import NotFound
 from pyctrl.recorder import EventRecorder
 
@@ -87,7 +86,7 @@ class Observed:
         return {n.pod: self.connection(n.pod) if n.ip else None for n in self.nodes}
 
 
-async def read_password(api_reader: Any, recorder: EventRecorder, cluster: RedisCluster) -> str | None:
+async def read_password(api_reader: Reader, recorder: EventRecorder, cluster: RedisCluster) -> str | None:
     """The cluster's password from its Secret, or None without ``spec.auth``."""
     auth = cluster.spec.auth
     if auth is None:
@@ -106,7 +105,7 @@ async def read_password(api_reader: Any, recorder: EventRecorder, cluster: Redis
     return base64.b64decode(value).decode()
 
 
-async def observe(client: Any, cluster: RedisCluster, password: str | None, io_timeout: float) -> Observed:
+async def observe(client: Reader, cluster: RedisCluster, password: str | None, io_timeout: float) -> Observed:
     """List the cluster's pods from the cache and ask each one's Redis what it is."""
     pod_list = await client.list(Pod, namespace=cluster.namespace, labels=selector_labels(cluster))
     pods = {p.name: p for p in pod_list if ordinal(p) >= 0}

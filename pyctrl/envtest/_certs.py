@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime
 import hashlib
 import ipaddress
-from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
@@ -35,35 +34,14 @@ def _write_key(path: Path, key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) 
     path.chmod(0o600)
 
 
-@dataclass(frozen=True)
 class Pki:
     """The PEM files of one control plane, created on first use in ``directory``."""
 
-    directory: Path
-
-    @property
-    def ca_cert(self) -> Path:
-        return self.directory / "ca.crt"
-
-    @property
-    def ca_key(self) -> Path:
-        return self.directory / "ca.key"
-
-    @property
-    def serving_cert(self) -> Path:
-        return self.directory / "apiserver.crt"
-
-    @property
-    def serving_key(self) -> Path:
-        return self.directory / "apiserver.key"
-
-    @property
-    def sa_key(self) -> Path:
-        return self.directory / "sa.key"
-
-    @property
-    def sa_pub(self) -> Path:
-        return self.directory / "sa.pub"
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.ca_cert, self.ca_key = directory / "ca.crt", directory / "ca.key"
+        self.serving_cert, self.serving_key = directory / "apiserver.crt", directory / "apiserver.key"
+        self.sa_key, self.sa_pub = directory / "sa.key", directory / "sa.pub"  # service-account tokens
 
     def ensure(self) -> None:
         """Create the CA, serving certificate and service-account keys unless present."""

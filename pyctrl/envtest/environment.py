@@ -104,24 +104,15 @@ class Environment(ClusterConveniences):
         self.start_timeout = start_timeout
         self._preferred_api_port = api_port
         self.pki = Pki(self.state_dir / "pki")
+        self.kubeconfig_path = self.state_dir / "kubeconfig"
+        self.state_file = self.state_dir / "state.json"
+        self.log_dir = self.state_dir / "logs"
         self.processes: dict[str, ManagedProcess] = {}
         self.ports: dict[str, int] = {}
         self.bin_dir: Path | None = None
         self._http: AdminHTTP | None = None
 
-    # -- paths and endpoints -------------------------------------------------------------------
-    @property
-    def kubeconfig_path(self) -> Path:
-        return self.state_dir / "kubeconfig"
-
-    @property
-    def state_file(self) -> Path:
-        return self.state_dir / "state.json"
-
-    @property
-    def log_dir(self) -> Path:
-        return self.state_dir / "logs"
-
+    # -- endpoints -----------------------------------------------------------------------------
     @property
     def server_url(self) -> str:
         return f"https://127.0.0.1:{self.ports['apiserver']}"

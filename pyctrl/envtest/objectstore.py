@@ -68,14 +68,11 @@ class ObjectStore:
         self.region = region
         self.port = 0
         self.process: ManagedProcess | None = None
+        self.log_path = self.state_dir / "versitygw.log"
 
     @property
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def log_path(self) -> Path:
-        return self.state_dir / "versitygw.log"
 
     def start(self, *, timeout: float = 30.0, port: int | None = None) -> None:
         binary = versitygw_binary()

@@ -5,7 +5,8 @@ Hierarchy (envtest's own; requests to the apiserver reuse the client's tree)::
     RuntimeError
     ├── EnvtestError                 a component failed to start or stop, or bad input
     │   └── AlreadyRunning           ``start`` on a state directory whose control plane runs
-    └── BinariesError                (``_binaries``) the control-plane binaries cannot be built
+    ├── BinariesError                (``_binaries``) the control-plane binaries cannot be built
+    └── ObjectStoreError             (``objectstore``) versitygw cannot be built or started
     pyctrl.client.errors.ApiError    an apiserver failure answered to envtest's admin HTTP helper
                                      or to the local node (``NotFound``, ``Conflict``, ``Invalid``…)
     Exception (the local node's, kubelet-named, reported in Pod status rather than raised out)

@@ -107,7 +107,7 @@ class _Group:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.runnables: list[Any] = []
+        self.runnables: list[Runnable] = []
         self.stop = asyncio.Event()
         self.tasks: list[asyncio.Task[None]] = []
 
@@ -311,18 +311,17 @@ class Manager:
         return stop, remove
 
     async def _start_servers(self) -> None:
-        servers = self._servers
         if self._metrics_address is not None:
             self.metrics_server = HTTPServer("metrics", metrics_app(), *self._metrics_address)
-            servers.runnables.append(self.metrics_server)
         if self._probe_address is not None:
             app = health_app(self.healthz_checks, self.readyz_checks)
             self.probe_server = HTTPServer("health probe", app, *self._probe_address)
-            servers.runnables.append(self.probe_server)
-        for server in servers.runnables:
-            await server.listen()
-            self.log.info("Serving", server=server.name, address=f"{server.host}:{server.port}")
-        servers.start_all()
+        for server in (self.metrics_server, self.probe_server):
+            if server is not None:
+                await server.listen()
+                self.log.info("Serving", server=server.name, address=f"{server.host}:{server.port}")
+                self._servers.runnables.append(server)
+        self._servers.start_all()
 
     async def _wait_caches(self) -> None:
         wait = asyncio.create_task(self.cache.wait_for_cache_sync())
@@ -370,7 +369,7 @@ class Manager:
         if exc is not None:
             raise ManagerError(f"{task.get_name()} failed: {exc}") from exc
 
-    def _warm_up(self, runnables: list[Any]) -> None:
+    def _warm_up(self, runnables: list[Runnable]) -> None:
         """Start the warm-up of those ``runnables`` that have one (standby only; see the docstring)."""
         if self.elector is None or not self.warm_standby or self.elected.is_set():
             return

@@ -8,31 +8,16 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-cache_root="${PYCTRL_CACHE_DIR:-$HOME/.cache/pyctrl}"
-
-die() { echo "controlplane build: error: $*" >&2; exit 1; }
-say() { echo "controlplane: $*" >&2; }
-
+source "$here/../gobuild.sh"
 # --print-bin-dir: print the binaries' directory on stdout (progress always goes to stderr).
 # --quiet: say nothing when everything is up to date.
-print_dir=0; quiet=0
-for arg in "$@"; do
-  case "$arg" in
-    --print-bin-dir) print_dir=1 ;;
-    --quiet) quiet=1 ;;
-    *) die "unknown argument '$arg' (use --print-bin-dir or --quiet)" ;;
-  esac
-done
+gobuild_init controlplane "$@"
 
-command -v go >/dev/null 2>&1 || die "step 'check toolchain': no 'go' command on PATH; install Go >= 1.26 (see README, 'Control plane')"
+k8s_version="$(gobuild_version "$here/go.mod" k8s.io/kubernetes)"
+etcd_version="$(gobuild_version "$here/go.mod" go.etcd.io/etcd/server/v3)"
 
-k8s_version="$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ {print $2}' "$here/go.mod" | head -n1)"
-etcd_version="$(awk '$1 == "go.etcd.io/etcd/server/v3" && $2 ~ /^v/ {print $2}' "$here/go.mod" | head -n1)"
-[ -n "$k8s_version" ] || die "step 'read go.mod': no k8s.io/kubernetes requirement in $here/go.mod"
-[ -n "$etcd_version" ] || die "step 'read go.mod': no go.etcd.io/etcd/server/v3 requirement in $here/go.mod"
-
-out="$cache_root/controlplane/$k8s_version/bin"
-log="$cache_root/controlplane/$k8s_version/build.log"
+out="$gobuild_cache_root/controlplane/$k8s_version/bin"
+log="$gobuild_cache_root/controlplane/$k8s_version/build.log"
 stamp="$out/.built-from"
 want_stamp="$(cat "$here/go.mod" "$here/go.sum" | sha256sum | cut -d' ' -f1)"
 
@@ -44,15 +29,15 @@ targets=(
   "kubectl|k8s.io/kubernetes/cmd/kubectl"
 )
 
-all_present=1
-for t in "${targets[@]}"; do [ -x "$out/${t%%|*}" ] || all_present=0; done
-if [ "$all_present" = 1 ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want_stamp" ]; then
-  [ "$quiet" = 1 ] || say "Kubernetes $k8s_version binaries up to date in $out"
-  [ "$print_dir" = 0 ] || echo "$out"
-  exit 0
-fi
+binaries=()
+for t in "${targets[@]}"; do binaries+=("$out/${t%%|*}"); done
+gobuild_fresh "$stamp" "$want_stamp" "${binaries[@]}" &&
+  gobuild_up_to_date "Kubernetes $k8s_version binaries up to date in $out" "$out"
+gobuild_require_go
+gobuild_lock "$out"
+gobuild_fresh "$stamp" "$want_stamp" "${binaries[@]}" &&
+  gobuild_up_to_date "Kubernetes $k8s_version binaries built meanwhile in $out" "$out"
 
-mkdir -p "$out"
 : > "$log"
 go_version="$(go env GOVERSION)"
 say "building Kubernetes $k8s_version + etcd $etcd_version with $go_version into $out"
@@ -68,40 +53,21 @@ ldflags_k8s=(
   "-X" "k8s.io/client-go/pkg/version.gitVersion=$k8s_version"
 )
 
-export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false CGO_ENABLED=0
+gobuild_env
 cd "$here"
 
 say "[0/${#targets[@]}] downloading modules (go mod download)"
-go mod download >>"$log" 2>&1 || die "step 'go mod download' failed; see $log"
+gobuild_download "$log"
 
 start_all=$(date +%s)
 i=0
 for t in "${targets[@]}"; do
   i=$((i + 1))
   name="${t%%|*}"; pkg="${t#*|}"
-  total=$(go list -deps "$pkg" 2>>"$log" | wc -l) || die "step 'go list $pkg' failed; see $log"
-  say "[$i/${#targets[@]}] building $name ($pkg, $total packages)"
-  flags=("-trimpath")
-  if [ "$name" != etcd ]; then flags+=("-ldflags=${ldflags_k8s[*]}"); else flags+=("-ldflags=-s -w"); fi
-  step_log="$out/.$name.build.log"
-  : > "$step_log"
-  start=$(date +%s)
-  go build -v "${flags[@]}" -o "$out/$name.tmp" "$pkg" >"$step_log" 2>&1 &
-  pid=$!
-  trap 'kill $pid 2>/dev/null || true' INT TERM EXIT
-  while kill -0 "$pid" 2>/dev/null; do
-    done_n=$(wc -l <"$step_log")
-    say "  $name: compiled $done_n of <= $total packages, $(( $(date +%s) - start ))s elapsed"
-    for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
-  done
-  rc=0; wait "$pid" || rc=$?
-  trap - INT TERM EXIT
-  cat "$step_log" >>"$log"; rm -f "$step_log"
-  [ "$rc" = 0 ] || { tail -n 20 "$log" >&2; die "step 'go build $name' failed (exit $rc); see $log"; }
-  mv "$out/$name.tmp" "$out/$name"
-  say "  $name done in $(( $(date +%s) - start ))s ($(du -h "$out/$name" | cut -f1))"
+  if [ "$name" != etcd ]; then ldflags="${ldflags_k8s[*]}"; else ldflags="-s -w"; fi
+  gobuild_compile "[$i/${#targets[@]}]" "$name" "$pkg" "$out/$name" "$log" -trimpath "-ldflags=$ldflags"
 done
 
 echo "$want_stamp" > "$stamp"
 say "all binaries built in $(( $(date +%s) - start_all ))s; go build cache $(du -sh "$(go env GOCACHE)" 2>/dev/null | cut -f1), module cache $(du -sh "$(go env GOMODCACHE)" 2>/dev/null | cut -f1)"
-[ "$print_dir" = 0 ] || echo "$out"
+[ "$gobuild_print_dir" = 0 ] || echo "$out"

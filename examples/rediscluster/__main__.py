@@ -2,7 +2,9 @@
 
 Flags follow kubebuilder's generated ``main.go``: ``--kubeconfig``, ``--namespace`` (comma-separated
 list, or all when omitted), ``--leader-elect``, ``--leader-election-id``,
-``--leader-election-namespace``, ``--metrics-bind-address`` (``:8080``),
+``--leader-election-namespace``, ``--leader-elect-lease-duration``/``--leader-elect-renew-deadline``/
+``--leader-elect-retry-period`` (seconds, default 15/10/2 as controller-runtime; refused unless
+lease duration > renew deadline > 1.2 x retry period, as client-go), ``--metrics-bind-address`` (``:8080``),
 ``--health-probe-bind-address`` (``:8081``), ``--log-format json|text``, ``--log-level``,
 ``--max-concurrent-reconciles``, ``--no-warm-standby`` (a standby then starts its informers only
 after winning the election), ``--webhook-port``/``--webhook-cert-dir`` to serve the
@@ -21,6 +23,7 @@ import sys
 from examples.rediscluster.backup import DEFAULT_IMAGE
 from examples.rediscluster.operator import OperatorOptions, run
 from examples.rediscluster.redis_admin import DEFAULT_IO_TIMEOUT
+from pyctrl.leaderelection import LeaderElectionConfig
 
 
 def _positive(text: str) -> float:
@@ -51,6 +54,10 @@ def parse_args(argv: list[str] | None = None) -> OperatorOptions:
     p.add_argument("--leader-elect", action="store_true", help="enable leader election (one active replica)")
     p.add_argument("--leader-election-id", default="rediscluster-operator.redis.pyctrl.dev")
     p.add_argument("--leader-election-namespace", default=None, help="in-cluster namespace, else 'default'")
+    # Kubernetes components' flag names (component-base); seconds, validated below as client-go does.
+    p.add_argument("--leader-elect-lease-duration", dest="lease_duration", type=_positive, default=15.0)
+    p.add_argument("--leader-elect-renew-deadline", dest="renew_deadline", type=_positive, default=10.0)
+    p.add_argument("--leader-elect-retry-period", dest="retry_period", type=_positive, default=2.0)
     p.add_argument("--metrics-bind-address", default=":8080", help="'0' disables")
     p.add_argument("--health-probe-bind-address", default=":8081", help="'0' disables")
     p.add_argument("--log-format", choices=("text", "json"), default="text")
@@ -84,7 +91,18 @@ def parse_args(argv: list[str] | None = None) -> OperatorOptions:
         default=DEFAULT_IMAGE,
         help=f"image of the backup Jobs and restore init containers (default {DEFAULT_IMAGE})",
     )
-    return OperatorOptions(**vars(p.parse_args(argv)))  # flag names are the option names
+    args = p.parse_args(argv)
+    try:
+        LeaderElectionConfig(
+            name=args.leader_election_id,
+            namespace="-",  # where the Lease lives is known only at start
+            lease_duration=args.lease_duration,
+            renew_deadline=args.renew_deadline,
+            retry_period=args.retry_period,
+        )
+    except ValueError as exc:
+        p.error(f"--leader-elect-*: {exc}")
+    return OperatorOptions(**vars(args))  # flag names (or their dest) are the option names
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,8 +5,11 @@ The chart ``charts/rediscluster-operator/`` is the hand-written source of every 
 embeds from code and kustomize's ``config/`` are written here:
 
 - ``charts/.../crds/`` — the CRDs from ``pyctrl.crdgen`` (the models and text of ``crds/``);
-- ``charts/.../files/role.yaml`` — the ClusterRole from ``pyctrl.rbacgen`` (the reconciler's
-  ``@rbac`` declarations, leader election and events), which the chart's (Cluster)Roles embed;
+- ``charts/.../files/role.yaml`` — the ClusterRole from ``pyctrl.rbacgen`` (the reconcilers'
+  ``@rbac`` declarations and events), which the chart's manager (Cluster)Roles embed;
+- ``charts/.../files/leader_election_role.yaml`` — ``pyctrl.rbacgen``'s leader-election and event
+  rules, which the chart's leader-election Role (the release namespace only) embeds: the Lease is
+  granted there and nowhere else;
 - ``charts/.../files/webhook.yaml`` — ``webhook_configurations(RedisCluster)``, which the chart's
   ValidatingWebhookConfiguration fills in with its Service and CA;
 - ``config/{crd/bases,rbac,manager,default,prometheus,samples}/`` — the chart rendered by the real
@@ -84,8 +87,9 @@ def helm_binary() -> str:
 def _chart_files() -> dict[Path, str]:
     models = [import_object(ref) for ref in load_config(ROOT / "pyproject.toml").models]  # crds/'s
     files = {CHART / "crds" / name: text for name, text in render_crds(models).items()}
-    files[CHART / "files" / "role.yaml"] = render_cluster_role(
-        "rediscluster-operator", RECONCILERS, [*LEADER_ELECTION_RULES, *EVENT_RULES]
+    files[CHART / "files" / "role.yaml"] = render_cluster_role("rediscluster-operator", RECONCILERS, EVENT_RULES)
+    files[CHART / "files" / "leader_election_role.yaml"] = render_cluster_role(
+        "rediscluster-operator-leader-election", [], [*LEADER_ELECTION_RULES, *EVENT_RULES]
     )
     webhook = webhook_configurations(
         RedisCluster, defaulting=False, validating=True, service=("webhook-service", "system")

@@ -16,6 +16,7 @@ from examples.rediscluster import packaging
 from tests.install.conftest import CHART, ROOT, Render, find, kinds, run
 
 ROLE_RULES = yaml.safe_load((CHART / "files" / "role.yaml").read_text())["rules"]
+LEADER_ELECTION_RULES = yaml.safe_load((CHART / "files" / "leader_election_role.yaml").read_text())["rules"]
 
 
 def test_helm_lint_strict_passes(helm: str) -> None:
@@ -60,8 +61,16 @@ def test_the_default_render_is_two_leader_electing_replicas_with_restricted_pods
     assert find(objects, "ClusterRole")["rules"] == ROLE_RULES
     subjects = find(objects, "ClusterRoleBinding")["subjects"]
     assert subjects == [{"kind": "ServiceAccount", "name": "rco-rediscluster-operator", "namespace": "ops"}]
+    # The Lease is granted by the leader-election Role (release namespace) only, not cluster-wide.
     lease_rules = find(objects, "Role", "rco-rediscluster-operator-leader-election")["rules"]
+    assert lease_rules == LEADER_ELECTION_RULES
     assert any("leases" in r["resources"] for r in lease_rules)
+    assert not any("leases" in r["resources"] for r in ROLE_RULES)
+    assert {
+        "--leader-elect-lease-duration=15",
+        "--leader-elect-renew-deadline=10",
+        "--leader-elect-retry-period=2",
+    } <= set(container["args"])
     service = find(objects, "Service", "rco-rediscluster-operator-metrics")
     assert service["spec"]["ports"][0]["targetPort"] == "metrics"
 
@@ -134,6 +143,24 @@ def test_the_webhook_with_cert_manager_asks_for_a_certificate_and_ca_injection(r
     assert "caBundle" not in config["webhooks"][0]["clientConfig"]
 
 
+def test_lease_timings_are_values_and_a_combination_client_go_refuses_is_refused(
+    helm: str, render: Render
+) -> None:
+    timings = ("leaderElection.leaseDuration=8", "leaderElection.renewDeadline=6", "leaderElection.retryPeriod=1")
+    args = find(render(*timings), "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert {
+        "--leader-elect-lease-duration=8",
+        "--leader-elect-renew-deadline=6",
+        "--leader-elect-retry-period=1",
+    } <= set(args)
+    result = run(
+        helm, "template", "rco", str(CHART), "--set", "leaderElection.renewDeadline=15", check=False
+    )
+    assert result.returncode != 0
+    assert "leaseDuration (15) > renewDeadline (15) > 1.2 x retryPeriod (2) must hold" in result.stderr
+    assert result.stdout == ""
+
+
 @pytest.mark.parametrize(
     ("value", "named"),
     [
@@ -145,6 +172,7 @@ def test_the_webhook_with_cert_manager_asks_for_a_certificate_and_ca_injection(r
         ("watchNamespaces={Not_A_Namespace}", "watchNamespaces.0"),
         ("replicas=2", "replicas"),  # not a value of this chart (helm create's name is replicaCount)
         ("serviceMonitor.interval=soon", "serviceMonitor.interval"),
+        ("leaderElection.retryPeriod=0", "leaderElection.retryPeriod"),
     ],
 )
 def test_values_breaking_the_schema_are_refused_naming_the_value(helm: str, value: str, named: str) -> None:

@@ -56,6 +56,17 @@ def test_an_unreachable_apiserver_exits_2_naming_the_host(tmp_path: Path, kubeco
     assert dead in result.stderr
 
 
+def test_lease_timings_client_go_refuses_exit_2_naming_the_rule() -> None:
+    result = run_operator(
+        "--leader-elect", "--leader-elect-lease-duration=10", "--leader-elect-renew-deadline=10"
+    )
+    assert result.returncode == 2
+    assert "--leader-elect-*: lease_duration must be greater than renew_deadline" in result.stderr
+    result = run_operator("--leader-elect-retry-period=0")
+    assert result.returncode == 2
+    assert "--leader-elect-retry-period: must be positive: '0'" in result.stderr
+
+
 @pytest.mark.controlplane
 def test_a_cluster_without_the_crd_exits_2_saying_how_to_install_it() -> None:
     with Environment(local_node=False) as bare:

@@ -35,9 +35,15 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
-{{/* The rules pyctrl.rbacgen generated from the reconciler (files/role.yaml). */}}
+{{/* The rules pyctrl.rbacgen generated from the reconcilers (files/role.yaml). */}}
 {{- define "rediscluster-operator.rules" -}}
 {{- $role := .Files.Get "files/role.yaml" | fromYaml }}
+{{- toYaml $role.rules }}
+{{- end }}
+
+{{/* pyctrl.rbacgen's leader-election and event rules (files/leader_election_role.yaml). */}}
+{{- define "rediscluster-operator.leaderElectionRules" -}}
+{{- $role := .Files.Get "files/leader_election_role.yaml" | fromYaml }}
 {{- toYaml $role.rules }}
 {{- end }}
 

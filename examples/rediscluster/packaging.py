@@ -87,7 +87,8 @@ def helm_binary() -> str:
 def _chart_files() -> dict[Path, str]:
     models = [import_object(ref) for ref in load_config(ROOT / "pyproject.toml").models]  # crds/'s
     files = {CHART / "crds" / name: text for name, text in render_crds(models).items()}
-    files[CHART / "files" / "role.yaml"] = render_cluster_role("rediscluster-operator", RECONCILERS, EVENT_RULES)
+    role = render_cluster_role("rediscluster-operator", RECONCILERS, EVENT_RULES)
+    files[CHART / "files" / "role.yaml"] = role
     files[CHART / "files" / "leader_election_role.yaml"] = render_cluster_role(
         "rediscluster-operator-leader-election", [], [*LEADER_ELECTION_RULES, *EVENT_RULES]
     )

@@ -19,6 +19,8 @@ Guarantees:
   else :class:`~pyctrl.client.errors.FieldNotIndexed`; only exact matches (``=``) are supported,
   as in controller-runtime; ``limit`` truncates, ``continue_`` is not supported;
 - :meth:`Cache.stop` stops every informer and handler task;
+- :meth:`Cache.unsynced` names every informer not synced yet and why: the last list or watch
+  error (e.g. ``Forbidden`` when RBAC denies the list), so a readiness check can say it;
 - a watch silent (no event, no bookmark) for ``watch_idle_timeout`` seconds is re-opened from
   its last resourceVersion (:mod:`pyctrl.cache.watcher`).
 """
@@ -199,6 +201,20 @@ class Cache(ReaderBase):
             raise CacheNotStarted("wait_for_cache_sync before Cache.start()")
         results = await asyncio.gather(*(ki.wait_for_sync(timeout) for ki in self._kinds.values()))
         return all(results)
+
+    def unsynced(self) -> list[str]:
+        """One line per informer not synced yet: ``informer for <Kind>[ in <namespace>]: `` and
+        its last list/watch error (``<ErrorClass>: <message>``), or ``not listed yet``."""
+        lines = []
+        for ki in self._kinds.values():
+            for namespace, informer in ki.informers.items():
+                if informer.has_synced():
+                    continue
+                where = f" in {namespace}" if namespace else ""
+                exc = informer.last_error
+                why = f"{type(exc).__name__}: {exc}" if exc is not None else "not listed yet"
+                lines.append(f"informer for {informer.name}{where}: {why}")
+        return lines
 
     # -- informers ------------------------------------------------------------------------------
     async def mapping(self, kind: Kind) -> RESTMapping:

@@ -20,6 +20,8 @@ Guarantees:
   cached bytes' shared state;
 - with ``resync_period`` set, every cached object is redelivered as ``on_update(obj, obj)`` each
   period (±10 % jitter).
+- ``last_error`` says why it is not synced (or not watching): the error of its last failed list
+  or watch, ``None`` once one succeeds (:mod:`pyctrl.cache.watcher`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from pyctrl import trace as _trace
 from pyctrl.cache.reflector import Change, Reflector, Transform, strip_managed_fields
 from pyctrl.cache.store import IndexFunc, Store
 from pyctrl.cache.watcher import DEFAULT_IDLE_TIMEOUT, Backoff, Watcher
+from pyctrl.client.errors import KubernetesError
 from pyctrl.client.gvk import GroupVersionKind
 from pyctrl.client.scheme import Kind, kind_gvk
 from pyctrl.client.watch import ListerWatcher
@@ -296,6 +299,11 @@ class Informer:
     def has_synced(self) -> bool:
         """True once the store holds the first complete listing."""
         return self._synced.is_set()
+
+    @property
+    def last_error(self) -> KubernetesError | None:
+        """The error of the last failed list or watch; ``None`` once one succeeded."""
+        return self.watcher.last_error
 
     async def wait_for_sync(self, timeout: float | None = None) -> bool:  # noqa: ASYNC109 (client-go API)
         """Wait until synced; ``False`` if ``timeout`` seconds pass first."""

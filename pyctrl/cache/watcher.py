@@ -27,6 +27,9 @@ Guarantees:
   so it also covers HTTP/1.1 and any :class:`~pyctrl.client.watch.ListerWatcher`;
 - failures back off 0.8 s, doubling to 30 s, with jitter, reset after 2 minutes without failure;
   the watcher never gives up (stop it by cancelling the task iterating it).
+- ``last_error`` is the error of the last failed list or watch (what client-go hands its
+  ``WatchErrorHandler``), e.g. ``Forbidden`` while RBAC denies the list; it is ``None`` before any
+  failure and again once a listing completes or a watch delivers an event.
 """
 
 from __future__ import annotations
@@ -195,6 +198,8 @@ class Watcher:
         self._relist_rv = "0"
         self._continue: str | None = None
         self._stream: AsyncIterator[RawEvent] | None = None
+        #: The error of the last failed list or watch; None once one succeeds (module docstring).
+        self.last_error: KubernetesError | None = None
 
     async def events(self) -> AsyncGenerator[WatcherEvent, None]:
         """The event stream; never ends on its own. Iterating again after a stop resumes: a watch
@@ -215,6 +220,7 @@ class Watcher:
                     await self._close_stream()
                     self._relist_rv, self.state = "", WatcherState.EMPTY
                 except KubernetesError as exc:
+                    self.last_error = exc
                     await self._close_stream()
                     self._after_error(exc)
                     delay = self._backoff.next_delay()
@@ -280,6 +286,7 @@ class Watcher:
                 if page.continue_ is None:
                     self.resource_version = page.resource_version
                     self.state = WatcherState.INIT_LISTED
+                    self.last_error = None
                     yield InitDone(page.resource_version)
             case WatcherState.INITIAL_WATCH:
                 async for event in self._initial_watch():
@@ -308,6 +315,7 @@ class Watcher:
                         "%s: streaming list complete at resourceVersion %s", self._name, self.resource_version
                     )
                     self.state = WatcherState.WATCHING
+                    self.last_error = None
                     yield InitDone(self.resource_version)
                     return
                 continue
@@ -323,6 +331,7 @@ class Watcher:
     async def _watching(self) -> AsyncIterator[WatcherEvent]:
         assert self._stream is not None
         async for event in self._stream:
+            self.last_error = None
             rv = (event.object.get("metadata") or {}).get("resourceVersion")
             if rv:
                 self.resource_version = str(rv)

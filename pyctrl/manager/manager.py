@@ -15,7 +15,8 @@ Guarantees:
   is set then) and are cancelled at once when leadership is lost, after which ``start`` raises
   ``LeaderElectionLost`` (controller-runtime exits the process then; the operator's ``main`` does);
 - ``/readyz`` fails until the caches have synced, including informers created after start (by
-  controllers' sources once elected); ``/healthz`` has a ``ping`` check;
+  controllers' sources once elected), naming each informer not synced and its last list/watch
+  error (``informer for Pod: Forbidden: ...``); ``/healthz`` has a ``ping`` check;
 - the client reads from the cache and writes to the apiserver; ``api_reader`` reads uncached;
 - warm standby (controller-runtime's warm replicas, ``EnableWarmup``; here ``warm_standby``, on
   by default): while waiting for the lease, every leader-only runnable that has ``warm_up(stop)``
@@ -231,7 +232,8 @@ class Manager:
         """Ready once the caches synced at start *and* every informer created since (by
         controllers' sources after election) has synced too."""
         if not self._caches_synced or not await self.cache.wait_for_cache_sync(timeout=0):
-            raise RuntimeError("caches not synced yet")
+            problems = self.cache.unsynced()
+            raise RuntimeError("caches not synced yet" + "".join(f"; {p}" for p in problems))
 
     @property
     def webhook_server(self) -> WebhookServer:

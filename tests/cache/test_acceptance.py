@@ -6,6 +6,7 @@ import pytest
 
 from pyctrl.cache import Cache, CacheSyncTimeout
 from pyctrl.client import ApiClient, ConfigMap, ObjectMeta, load_kubeconfig
+from pyctrl.client.errors import Forbidden
 from pyctrl.envtest import Environment
 from tests.cache.support import Recorder, informer_for
 from tests.client.conftest import RestartApiserver
@@ -85,11 +86,36 @@ async def test_both_initial_list_modes_sync_the_same_content(real_backend: Backe
         assert {k[1] for k in informer.store.all_keys()} == live
 
 
-async def test_a_kind_the_identity_may_not_list_fails_the_read_with_cache_sync_timeout(
+async def test_a_kind_the_identity_may_not_list_fails_the_read_and_unsynced_names_the_forbidden(
     envtest: Environment, namespace: str
 ) -> None:
-    kubeconfig = envtest.add_user("cache-nobody")
+    user = f"cache-nobody-{namespace}"
+    kubeconfig = envtest.add_user(user)
     client = ApiClient(await load_kubeconfig(kubeconfig))
-    async with client, Cache(client, sync_timeout=2) as cache:
+    async with client, Cache(client, sync_timeout=2, default_namespaces=[namespace]) as cache:
         with pytest.raises(CacheSyncTimeout, match="did not sync"):
             await cache.get(ConfigMap, "x", namespace=namespace)
+        (informer,) = (await cache.get_informer(ConfigMap)).informers.values()
+        assert isinstance(informer.last_error, Forbidden)
+        (line,) = cache.unsynced()
+        assert line.startswith(f"informer for ConfigMap in {namespace}: Forbidden: ")
+        assert f'User "{user}" cannot list resource "configmaps"' in line
+        # Granted the list, the informer syncs (with its failure backoff) and the error is gone.
+        rules = [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list", "watch"]}]
+        envtest.http.request(
+            "POST",
+            f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles",
+            {"metadata": {"name": "reader"}, "rules": rules},
+        )
+        envtest.http.request(
+            "POST",
+            f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings",
+            {
+                "metadata": {"name": "reader"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+            },
+        )
+        assert await informer.wait_for_sync(60)
+        assert informer.last_error is None
+        assert cache.unsynced() == []

@@ -146,16 +146,15 @@ def test_the_webhook_with_cert_manager_asks_for_a_certificate_and_ca_injection(r
 def test_lease_timings_are_values_and_a_combination_client_go_refuses_is_refused(
     helm: str, render: Render
 ) -> None:
-    timings = ("leaderElection.leaseDuration=8", "leaderElection.renewDeadline=6", "leaderElection.retryPeriod=1")
-    args = find(render(*timings), "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    timings = ("leaseDuration=8", "renewDeadline=6", "retryPeriod=1")
+    deploy = find(render(*(f"leaderElection.{t}" for t in timings)), "Deployment")
+    args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
     assert {
         "--leader-elect-lease-duration=8",
         "--leader-elect-renew-deadline=6",
         "--leader-elect-retry-period=1",
     } <= set(args)
-    result = run(
-        helm, "template", "rco", str(CHART), "--set", "leaderElection.renewDeadline=15", check=False
-    )
+    result = run(helm, "template", "rco", str(CHART), "--set", "leaderElection.renewDeadline=15", check=False)
     assert result.returncode != 0
     assert "leaseDuration (15) > renewDeadline (15) > 1.2 x retryPeriod (2) must hold" in result.stderr
     assert result.stdout == ""

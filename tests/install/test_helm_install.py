@@ -4,13 +4,14 @@ in-cluster on the local node (its image mapped to this checkout), as an SRE woul
 One control plane, started without the CRD, serves the module's steps in order (each step leaves
 the cluster as the next expects; a failed step fails the later ones with it):
 1. ``helm install --skip-crds``: the operator exits 2 and the Pod's status says the CRD is missing;
-2. ``helm install`` (CRDs from the chart): both replicas Running as the chart's ServiceAccount,
-   exactly one leading; a RedisCluster becomes ready and fails over when its master is crashed;
+2. ``helm install`` (CRDs from the chart, lease timings from values): both replicas Running as the
+   chart's ServiceAccount, exactly one leading, the Lease with the chart's duration; a RedisCluster
+   becomes ready and fails over when its master is crashed;
 3. ``kubectl delete pod`` of the leader: the other replica leads within lease duration + retry
    period, and a master crash in that window still fails over; every metric the dashboard and
    alerts name is on the new leader's ``/metrics``;
 4. ``helm upgrade`` with a changed value rolls the Deployment;
-5. a ServiceAccount without RBAC: Forbidden in the log, the replica never ready;
+5. a ServiceAccount without RBAC: Forbidden in the log and on ``/readyz``, the replica never ready;
 6. ``helm uninstall`` leaves nothing of the release, the CRD stays;
 7. ``kubectl apply -k config/default``: the same operator in ``rediscluster-system``, two replicas,
    one leader.
@@ -24,6 +25,7 @@ import re
 import ssl
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,7 +47,8 @@ pytestmark = pytest.mark.controlplane
 NS = "ops"
 RELEASE = "rco"
 LEASE = "rediscluster-operator.redis.pyctrl.dev"
-LEASE_DURATION, RETRY_PERIOD = 15.0, 2.0  # the operator's defaults (controller-runtime's)
+# The chart's leaderElection values the release is installed with (defaults 15 / 10 / 2).
+LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD = 12, 8, 2
 APPS = "apps"
 CRD = "redisclusters.redis.pyctrl.dev"
 SLACK = 20.0  # a loaded 2-core machine: bounds are generous, the measured figures are printed
@@ -200,9 +203,13 @@ async def test_install_without_the_crds_shows_the_missing_crd_in_the_pod_status(
 async def test_install_runs_two_replicas_one_leading_and_a_cluster_fails_over(
     cp: Environment, chart: Helm
 ) -> None:
-    chart("install", RELEASE, str(CHART), "-n", NS, "--wait", "--timeout", "5m")
+    timings = {"leaseDuration": LEASE_DURATION, "renewDeadline": RENEW_DEADLINE, "retryPeriod": RETRY_PERIOD}
+    values = [arg for key, value in timings.items() for arg in ("--set", f"leaderElection.{key}={value}")]
+    chart("install", RELEASE, str(CHART), "-n", NS, *values, "--wait", "--timeout", "5m")
     assert cp.http.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD}")
     leader = await two_running_one_leading(cp)
+    lease = cp.http.get(f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{LEASE}")
+    assert lease["spec"]["leaseDurationSeconds"] == LEASE_DURATION  # the value reached the operator
     sa = f"{RELEASE}-rediscluster-operator"
     for pod in operator_pods(cp):
         assert pod["spec"]["serviceAccountName"] == sa
@@ -253,6 +260,15 @@ async def test_deleting_the_leading_pod_hands_over_and_a_master_crash_meanwhile_
     assert named, "no metric names found"
     missing = {m for m in named if not {m, f"{m}_total", f"{m}_bucket"} & exported}
     assert not missing, f"named but not exported: {sorted(missing)}"
+
+
+def probe(url: str) -> tuple[int, str]:
+    """Status and body of a GET (a 500 answer included)."""
+    try:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
 
 
 def scrape(url: str) -> set[str]:
@@ -313,6 +329,11 @@ async def test_a_service_account_without_rbac_is_forbidden_in_the_log_and_never_
     pod = await eventually(forbidden, within=120, what="Forbidden in the operator's log", interval=0.5)
     assert f"system:serviceaccount:{ns}:bare-rediscluster-operator" in log_of(pod)
     assert not is_ready(pod)
+    # /readyz (what the readiness probe reads) names the informer and the Forbidden.
+    status, readyz = probe(f"http://{pod['status']['podIP']}:8081/readyz?verbose")
+    assert status == 500
+    assert re.search(r"informer for \w+: Forbidden: .* cannot (list|watch) resource", readyz), readyz
+    assert f"system:serviceaccount:{ns}:bare-rediscluster-operator" in readyz
     chart("uninstall", "bare", "-n", ns, "--wait")
 
 

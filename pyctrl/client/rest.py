@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import random
 import socket
-import time
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -52,6 +51,7 @@ from pyctrl.client.errors import (
     api_error_from_status,
 )
 from pyctrl.metrics import registry
+from pyctrl.workqueue import BucketRateLimiter, Clock, RealClock
 
 __all__ = ["HTTPRequest", "HTTPTransport", "TokenBucket", "Transport", "parse_json", "requests_total"]
 
@@ -126,22 +126,23 @@ def parse_json(data: bytes, what: str) -> Any:
 
 
 class TokenBucket:
-    """client-go ``flowcontrol.NewTokenBucketRateLimiter``: ``qps`` tokens per second, ``burst`` deep."""
+    """client-go ``flowcontrol.NewTokenBucketRateLimiter``: ``qps`` tokens per second, ``burst`` deep,
+    waited for on ``clock``.
 
-    def __init__(self, qps: float, burst: int) -> None:
-        self._qps, self._burst = qps, float(burst)
-        self._tokens, self._last = float(burst), time.monotonic()
-        self._lock = asyncio.Lock()
+    The bucket is the workqueue's :class:`~pyctrl.workqueue.BucketRateLimiter` (in client-go both
+    are ``x/time/rate.Limiter``): each caller reserves its token at once and waits until it is due,
+    so concurrent callers are served in turn without a lock (a caller cancelled while waiting still
+    spends its token).
+    """
+
+    def __init__(self, qps: float, burst: int, *, clock: Clock | None = None) -> None:
+        self._clock: Clock = clock if clock is not None else RealClock()
+        self._bucket = BucketRateLimiter(qps, burst, clock=self._clock)
 
     async def acquire(self) -> None:
-        async with self._lock:
-            now = time.monotonic()
-            self._tokens = min(self._burst, self._tokens + (now - self._last) * self._qps)
-            self._last = now
-            if self._tokens < 1.0:
-                await asyncio.sleep((1.0 - self._tokens) / self._qps)
-                self._tokens, self._last = 1.0, time.monotonic()
-            self._tokens -= 1.0
+        delay = self._bucket.when(None)
+        if delay > 0:
+            await self._clock.sleep_until(self._clock.now() + delay)
 
 
 def _params(params: Mapping[str, Any] | None) -> dict[str, str]:

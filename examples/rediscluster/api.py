@@ -44,6 +44,7 @@ __all__ = [
     "ResourceRequirements",
     "SecretKeySelector",
     "ShardStatus",
+    "TlsConfig",
 ]
 
 DEFAULT_IMAGE = "redis:7.2"
@@ -67,6 +68,18 @@ _CLUSTER_RULES: list[JsonValue] = [
         "not one per shard)",
         "fieldPath": ".restoreFrom",
     },
+    {
+        "rule": "self.mode != 'cluster' || !has(self.tls)",
+        "message": "spec.tls is not supported in cluster mode yet",
+        "fieldPath": ".tls",
+    },
+    {
+        # a pod with TLS cannot replicate from one without: switching means a new cluster
+        "rule": "has(self.tls) == has(oldSelf.tls)",
+        "message": "spec.tls cannot be added or removed once the cluster exists (TLS and plaintext "
+        "pods cannot replicate from each other); its secretName may change",
+        "fieldPath": ".tls",
+    },
 ]
 
 
@@ -88,6 +101,15 @@ class RedisAuth(KubeModel):
 
     password_secret: SecretKeySelector
     """The Secret key holding the Redis password."""
+
+
+class TlsConfig(KubeModel):
+    """TLS for clients and replication (cert-manager's Secret layout: tls.crt, tls.key, ca.crt)."""
+
+    model_config = _SPEC_CONFIG
+
+    secret_name: str = Field(min_length=1)
+    """Secret with tls.crt, tls.key and ca.crt; a change of it is reloaded without a restart."""
 
 
 class ResourceRequirements(KubeModel):
@@ -163,6 +185,8 @@ class RedisClusterSpec(KubeModel):
     """Size of each pod's volume when persistence is enabled."""
     auth: RedisAuth | None = None
     """Password authentication; none when omitted."""
+    tls: TlsConfig | None = None
+    """TLS only (no plaintext port), replication over TLS too; cannot be added or removed later."""
     redis_config: dict[str, str] = Field(default_factory=dict)
     """Extra redis.conf settings (directive -> value)."""
     resources: ResourceRequirements | None = None

@@ -10,8 +10,10 @@ cluster gives none):
 3. ensure the finalizer, then the children (``children.ensure``: written only when they differ);
    with ``spec.restoreFrom`` the pods get the restore init container, and no child is applied
    until the backup can seed them (``backup.restore``: condition ``Restored``);
-   a spec that passed the schema but cannot be run (``InvalidSpec``) applies no child, is reported
-   (Event and the Ready/Degraded conditions) and does not stop the topology work below;
+   a spec that passed the schema but cannot be run (``InvalidSpec``, or a TLS Secret that
+   ``tls.tls_material`` refuses) applies no child, is reported (Event and the Ready/Degraded
+   conditions) and does not stop the topology work below (with a refused TLS Secret the operator
+   keeps connecting with the CA it last verified);
 4. ``observe.observe`` every pod: Kubernetes facts from the cache, Redis facts via ``INFO``; the
    pods are registered with the background prober (which feeds a Channel source);
 5. ``topology.plan`` — or a planned switchover when the master's pod is terminating (a drain:
@@ -22,7 +24,11 @@ cluster gives none):
    and ``live_config.LiveConfig`` sets the run-time ``redisConfig`` settings with ``CONFIG SET``;
 6. ``nodeloss.NodeLossGuard``: with ``spec.nodeLoss.forceDeletePods``, pods on a node lost for
    ``afterSeconds`` are force-deleted so the StatefulSet recreates them on a live node;
-7. status through the status subresource, written only when it changed (the operator's metrics,
+7. with ``spec.tls``: every answering pod whose served certificate is not the Secret's is told to
+   re-read its files (``CONFIG SET tls-cert-file ...``, no restart; Event ``CertificateReloaded``),
+   again on later reconciles until it serves the new one (the node swaps the files shortly after
+   the Secret changes; a Secret watch starts the reconcile);
+8. status through the status subresource, written only when it changed (the operator's metrics,
    ``metrics.py``, follow it every reconcile), including the ``PodsScheduled`` condition with the
    scheduler's message for pods it cannot place; requeue after 30 s when converged, 1 s while
    acting or degraded, 0.1 s while a ``FAILOVER TO`` hands the master over.
@@ -31,8 +37,9 @@ cluster gives none):
 from __future__ import annotations
 
 import datetime
+from collections.abc import Iterable
 
-from examples.rediscluster import metrics
+from examples.rediscluster import metrics, tls
 from examples.rediscluster.api import RedisCluster, RedisClusterPhase, RedisClusterStatus
 from examples.rediscluster.backup import DEFAULT_IMAGE as DEFAULT_BACKUP_IMAGE
 from examples.rediscluster.backup.restore import RestoreState, restore_state
@@ -45,7 +52,7 @@ from examples.rediscluster.live_config import LiveConfig
 from examples.rediscluster.nodeloss import NodeLossGuard
 from examples.rediscluster.observe import Observed, observe, pod_ready, read_password, seconds_since
 from examples.rediscluster.prober import HealthProber
-from examples.rediscluster.redis_admin import DEFAULT_IO_TIMEOUT
+from examples.rediscluster.redis_admin import DEFAULT_IO_TIMEOUT, RedisAccess, RedisAdminError
 from examples.rediscluster.resources import InvalidSpec, desired_children
 from examples.rediscluster.rollout import Rollout, RolloutDecision, progressing_condition
 from examples.rediscluster.status import observed_status
@@ -61,7 +68,7 @@ from examples.rediscluster.topology import (
     switchover,
 )
 from pyctrl import Request, Result
-from pyctrl.client import Client, Reader
+from pyctrl.client import Client, Reader, Secret
 from pyctrl.client.errors import NotFound
 from pyctrl.client.patch import MergeFrom
 from pyctrl.controllerutil import add_finalizer, remove_finalizer, set_controller_reference
@@ -104,7 +111,7 @@ def _now() -> str:
 )
 @rbac(groups=[""], resources=["pods"], verbs=["get", "list", "watch", "patch", "delete"])
 @rbac(groups=[""], resources=["nodes"], verbs=["get", "list", "watch"])
-@rbac(groups=[""], resources=["secrets"], verbs=["get"])
+@rbac(groups=[""], resources=["secrets"], verbs=["get", "list", "watch"])
 class RedisClusterReconciler:
     """Reconciles RedisCluster objects; see the module docstring.
 
@@ -135,12 +142,25 @@ class RedisClusterReconciler:
         self.rollout = Rollout(client, recorder)
         self.live_config = LiveConfig(recorder)
         self.cluster_mode = ClusterModeReconciler(client, recorder, slot_mover, io_timeout=io_timeout)
+        #: (namespace, cluster) -> the CA of its last TLS Secret that passed the checks
+        self._tls_ca: dict[tuple[str, str], str] = {}
+        #: (namespace, cluster) -> the Secrets its spec names (the Secret watch maps back through it)
+        self._secrets: dict[tuple[str, str], frozenset[str]] = {}
+
+    def clusters_using_secret(self, secret: object) -> Iterable[Request]:
+        """The RedisClusters whose spec names ``secret`` (the map function of the Secret watch)."""
+        meta = getattr(secret, "metadata", None)
+        namespace, name = getattr(meta, "namespace", None), getattr(meta, "name", None)
+        return [
+            Request(ns, c) for (ns, c), names in self._secrets.items() if ns == namespace and name in names
+        ]
 
     async def reconcile(self, request: Request) -> Result:
         try:
             cluster = await self.client.get(RedisCluster, request.name, namespace=request.namespace)
         except NotFound:
             self.prober.forget((request.namespace, request.name))
+            self._forget(request.namespace, request.name)
             self.cluster_mode.forget(request.namespace, request.name)
             self.rollout.forget(request.namespace, request.name)
             self.live_config.forget(request.namespace, request.name)
@@ -151,10 +171,15 @@ class RedisClusterReconciler:
         if add_finalizer(cluster, FINALIZER):
             cluster = await self.client.patch(cluster, finalizer_patch(cluster))
         timer = PhaseTimer()
+        self._secrets[(cluster.namespace, cluster.name)] = _secret_names(cluster)
         password = await read_password(self.api_reader, self.recorder, cluster)
         if cluster.spec.mode == "cluster":  # sharded Redis Cluster: examples/rediscluster/cluster/
             return await self.cluster_mode.reconcile(cluster, password, _now())
-        observed = await observe(self.client, cluster, password, self.io_timeout)
+        material, tls_invalid, ca = await self._read_tls(cluster)
+        if cluster.spec.tls is not None and ca is None:
+            # no CA to verify the pods with: observing them as unreachable would fail them over
+            return Result(requeue_after=STEADY_REQUEUE)
+        observed = await observe(self.client, cluster, RedisAccess(password, None, ca), self.io_timeout)
         master = cluster.status.current_master if cluster.status else None
         self.prober.watch(
             (cluster.namespace, cluster.name),
@@ -171,7 +196,7 @@ class RedisClusterReconciler:
         restore = await restore_state(
             self.client, self.recorder, cluster, observed.pods, image=self.backup_image, now=_now()
         )
-        invalid = await self._ensure_children(cluster, sts_replicas, restore, observed)
+        invalid = tls_invalid or await self._ensure_children(cluster, sts_replicas, restore, observed)
         timer.detection = self._unhealthy_for(cluster, observed, recorded.current_master)
         timer.mark("decision")
         acted, cluster = await self.executor.execute(cluster, observed, the_plan, timer)
@@ -180,8 +205,13 @@ class RedisClusterReconciler:
         if isinstance(rollout.step, Plan):  # the master's turn: one planned switchover first
             acted, cluster = await self.executor.execute(cluster, observed, rollout.step)
         await self.node_loss.recover(cluster, observed)
+        reloading = (
+            material is not None
+            and not acted
+            and await self._reload_certificates(cluster, observed, material)
+        )
         phase = await self._update_status(cluster, observed, the_plan, invalid, restore, rollout=rollout)
-        settled = not acted and the_plan.converged and phase is RedisClusterPhase.RUNNING
+        settled = not acted and not reloading and the_plan.converged and phase is RedisClusterPhase.RUNNING
         settled = settled and not rollout.in_progress
         # an unrunnable spec waits for its fix (a watch event), unless the topology needs work
         stuck = invalid is not None and not acted and (the_plan.converged or not observed.nodes)
@@ -212,6 +242,60 @@ class RedisClusterReconciler:
             set_controller_reference(cluster, child)
             await ensure(self.client, child)
         return None
+
+    # -- TLS -----------------------------------------------------------------------------------
+    async def _read_tls(self, cluster: RedisCluster) -> tuple[tls.TlsMaterial | None, str | None, str | None]:
+        """(the checked TLS Secret, why it was refused, the CA to connect with); all None without TLS.
+
+        A refused Secret is an ``InvalidSpec`` Event; the CA is then the last one verified (or, after
+        a restart, the Secret's ``ca.crt`` if that alone parses)."""
+        if cluster.spec.tls is None:
+            return None, None, None
+        key, name = (cluster.namespace, cluster.name), cluster.spec.tls.secret_name
+        try:
+            secret = await self.api_reader.get(Secret, name, namespace=cluster.namespace)
+        except NotFound:
+            secret = None
+        try:
+            if secret is None:
+                raise tls.InvalidTls(f"spec.tls.secretName: Secret {name!r} not found")
+            material = tls.tls_material(name, secret.data)
+        except tls.InvalidTls as exc:
+            self.recorder.event(cluster, "Warning", "InvalidSpec", str(exc))
+            fallback = self._tls_ca.get(key) or (tls.ca_of(secret.data) if secret is not None else None)
+            return None, str(exc), fallback
+        self._tls_ca[key] = material.ca_pem
+        return material, None, material.ca_pem
+
+    async def _reload_certificates(
+        self, cluster: RedisCluster, observed: Observed, material: tls.TlsMaterial
+    ) -> bool:
+        """Have every answering pod serve the Secret's certificate; True while some does not yet."""
+        reloaded: list[str] = []
+        pending: list[str] = []
+        for node in observed.nodes:
+            if node.redis is None or not node.ip:
+                continue
+            conn = observed.connection(node.pod)
+            try:
+                if await conn.served_certificate() == material.cert_der:
+                    continue
+                await conn.reload_tls(tls.reload_settings())
+                served = await conn.served_certificate()
+            except RedisAdminError:
+                pending.append(node.pod)
+                continue
+            (reloaded if served == material.cert_der else pending).append(node.pod)
+        if reloaded:
+            message = (
+                f"{', '.join(reloaded)} serve the certificate with serial {material.serial:x} (no restart)"
+            )
+            self.recorder.event(cluster, "Normal", "CertificateReloaded", message)
+        return bool(pending)
+
+    def _forget(self, namespace: str, name: str) -> None:
+        self._tls_ca.pop((namespace, name), None)
+        self._secrets.pop((namespace, name), None)
 
     # -- decision ------------------------------------------------------------------------------
     def _unhealthy_for(self, cluster: RedisCluster, observed: Observed, master: str | None) -> float:
@@ -292,14 +376,25 @@ class RedisClusterReconciler:
         if FINALIZER not in (cluster.metadata.finalizers or []):
             return Result()
 
-        async def password() -> str | None:
-            return await read_password(self.api_reader, self.recorder, cluster)
+        async def access() -> RedisAccess:
+            password = await read_password(self.api_reader, self.recorder, cluster)
+            return RedisAccess(password, None, (await self._read_tls(cluster))[2])
 
-        if not await snapshot(self.client, self.recorder, cluster, password, self.io_timeout):
+        if not await snapshot(self.client, self.recorder, cluster, access, self.io_timeout):
             return Result(requeue_after=ACTING_REQUEUE)
         self.prober.forget((cluster.namespace, cluster.name))
+        self._forget(cluster.namespace, cluster.name)
         metrics.forget(cluster.namespace, cluster.name)
         remove_finalizer(cluster, FINALIZER)
         await self.client.patch(cluster, finalizer_patch(cluster))
         log.info("Finalizer removed", cluster=cluster.name, namespace=cluster.namespace)
         return Result()
+
+
+def _secret_names(cluster: RedisCluster) -> frozenset[str]:
+    """The Secrets ``cluster``'s spec names (TLS, password)."""
+    spec = cluster.spec
+    names = {spec.tls.secret_name} if spec.tls is not None else set()
+    if spec.auth is not None:
+        names.add(spec.auth.password_secret.name)
+    return frozenset(names)

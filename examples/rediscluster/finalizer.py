@@ -17,7 +17,7 @@ import datetime
 from collections.abc import Awaitable, Callable
 
 from examples.rediscluster.api import RedisCluster
-from examples.rediscluster.redis_admin import RedisConnection, RedisUnavailable
+from examples.rediscluster.redis_admin import RedisAccess, RedisUnavailable
 from examples.rediscluster.resources import REDIS_PORT
 from pyctrl.client import Client, Pod
 from pyctrl.client.errors import NotFound
@@ -47,13 +47,14 @@ async def snapshot(
     client: Client,
     recorder: EventRecorder,
     cluster: RedisCluster,
-    password: Callable[[], Awaitable[str | None]],
+    access: Callable[[], Awaitable[RedisAccess]],
     io_timeout: float,
 ) -> bool:
     """Start a BGSAVE on the recorded master, then report (on later calls) whether it finished.
 
-    True at once without persistence or a recorded master; ``password`` is read only when there
-    is a master to save from (a missing Secret never blocks a deletion that needs no snapshot)."""
+    True at once without persistence or a recorded master; ``access`` (password, TLS CA) is read
+    only when there is a master to save from (a missing Secret never blocks a deletion that needs
+    no snapshot)."""
     master = cluster.status.current_master if cluster.status else None
     if not cluster.spec.enable_persistence or master is None:
         return True
@@ -71,7 +72,7 @@ async def snapshot(
             f"master pod {master} {why}; deleting without a final snapshot",
         )
         return True
-    redis = RedisConnection(ip, REDIS_PORT, await password(), io_timeout)
+    redis = (await access()).at(ip, REDIS_PORT, io_timeout)
     try:
         if SNAPSHOT_STARTED not in (cluster.metadata.annotations or {}):
             await redis.bgsave()

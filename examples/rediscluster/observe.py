@@ -8,7 +8,8 @@
   reconciler's I/O timeout (an unreachable Redis is observed as ``redis=None``, never an error),
   and notes the pods the scheduler could not place (``PodScheduled=False``, with its message).
 - :class:`Observed` hands out the connection of any observed pod, so no caller repeats
-  ``(ip, port, password, timeout)``.
+  ``(ip, port, credentials, timeout)`` (a :class:`~examples.rediscluster.redis_admin.RedisAccess`:
+  password, ACL user, TLS CA).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import datetime
 from dataclasses import dataclass, field
 
 from examples.rediscluster.api import RedisCluster
-from examples.rediscluster.redis_admin import RedisAdminError, RedisConnection, RedisUnavailable
+from examples.rediscluster.redis_admin import RedisAccess, RedisAdminError, RedisConnection, RedisUnavailable
 from examples.rediscluster.resources import REDIS_PORT, ROLE_LABEL, selector_labels
 from examples.rediscluster.topology import NodeObservation
 from pyctrl import TerminalError
@@ -64,7 +65,7 @@ class Observed:
 
     pods: dict[str, Pod]
     nodes: list[NodeObservation]
-    password: str | None = field(repr=False)
+    access: RedisAccess
     io_timeout: float
     #: pod -> the scheduler's message, for pods it could not place (PodScheduled=False)
     unschedulable: dict[str, str] = field(default_factory=dict)
@@ -75,7 +76,7 @@ class Observed:
         ip = p.status.pod_ip if p.status else None
         if not ip:
             raise RedisUnavailable("", 0, f"pod {pod} has no IP yet")
-        return RedisConnection(ip, REDIS_PORT, self.password, self.io_timeout)
+        return self.access.at(ip, REDIS_PORT, self.io_timeout)
 
     def handing_over(self) -> bool:
         """True while some master runs a ``FAILOVER`` (``master_failover_state`` not idle)."""
@@ -105,11 +106,11 @@ async def read_password(api_reader: Reader, recorder: EventRecorder, cluster: Re
     return base64.b64decode(value).decode()
 
 
-async def observe(client: Reader, cluster: RedisCluster, password: str | None, io_timeout: float) -> Observed:
+async def observe(client: Reader, cluster: RedisCluster, access: RedisAccess, io_timeout: float) -> Observed:
     """List the cluster's pods from the cache and ask each one's Redis what it is."""
     pod_list = await client.list(Pod, namespace=cluster.namespace, labels=selector_labels(cluster))
     pods = {p.name: p for p in pod_list if ordinal(p) >= 0}
-    observed = Observed(pods, [], password, io_timeout)
+    observed = Observed(pods, [], access, io_timeout)
 
     async def one(pod: Pod) -> NodeObservation:
         ip = pod.status.pod_ip if pod.status else None

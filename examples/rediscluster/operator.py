@@ -3,7 +3,9 @@
 The manager owns the client, cache, servers and leader election; one controller reconciles
 RedisCluster objects, triggered by: the RedisCluster itself (spec changes, deletion — not its own
 status writes), its children (StatefulSet, ConfigMap, Services, PodDisruptionBudget, through their
-controller ownerReference), its Pods (by the instance label) and the background health prober
+controller ownerReference), its Pods (by the instance label), the Secrets its spec names (a
+rotated TLS certificate is reloaded at once; the cache keeps Secrets' metadata only, never their
+data: the reconciler reads values through the API reader) and the background health prober
 (a Channel source), which runs only on the elected leader. With ``webhook_port`` set, the manager
 also serves the validating webhook (``webhook.py``) and ``/readyz`` waits for it.
 """
@@ -25,8 +27,8 @@ from examples.rediscluster.prober import ClusterKey, HealthProber
 from examples.rediscluster.redis_admin import DEFAULT_IO_TIMEOUT
 from examples.rediscluster.webhook import RedisClusterValidator
 from pyctrl import ControllerBuilder, Manager, Request, WebhookBuilder, _access, load_config, setup_logging
-from pyctrl.cache import CacheOptions
-from pyctrl.client import ConfigMap, Pod, Service, StatefulSet
+from pyctrl.cache import ByObject, CacheOptions, strip_managed_fields
+from pyctrl.client import ConfigMap, Pod, Secret, Service, StatefulSet
 from pyctrl.client.errors import ConfigError, KubernetesError, TransportError, UnknownKind
 from pyctrl.client.objects import PodDisruptionBudget
 from pyctrl.client.scheme import default_scheme
@@ -106,12 +108,19 @@ class Operator:
     prober: HealthProber
 
 
+def _secret_metadata_only(obj: dict[str, Any]) -> dict[str, Any]:
+    """Cache transform of Secrets: keep what the watch needs (metadata), drop every value."""
+    obj.pop("data", None)
+    obj.pop("stringData", None)
+    return strip_managed_fields(obj)
+
+
 def build_operator(config: Any, options: OperatorOptions) -> Operator:
     scheme = default_scheme.copy()
     scheme.add(RedisCluster)
     scheme.add(Node)
     scheme.add(RedisBackup)
-    cache_options: CacheOptions = {}
+    cache_options: CacheOptions = {"by_object": {Secret: ByObject(transform=_secret_metadata_only)}}
     namespaces = [ns.strip() for ns in (options.namespace or "").split(",") if ns.strip()]
     if namespaces:
         cache_options["default_namespaces"] = namespaces
@@ -164,6 +173,7 @@ def build_operator(config: Any, options: OperatorOptions) -> Operator:
             enqueue_requests_from_map_func(_pod_to_cluster),
             predicates=[label_selector({"app.kubernetes.io/managed-by": "pyctrl-rediscluster"})],
         )
+        .watches(Secret, enqueue_requests_from_map_func(reconciler.clusters_using_secret))
         .watches(Channel(events, enqueue_request_for_object()))
         .with_options(max_concurrent_reconciles=options.max_concurrent_reconciles)
         .named("rediscluster")

@@ -13,8 +13,13 @@ Guarantees:
       +-- RedisCommandError   Redis answered with an error, refused auth, or a verification failed
 
 - The commands are methods of :class:`RedisConnection`, a frozen value naming one Redis (host,
-  port, password, ``io_timeout``) instead of that clump on every call; its ``repr`` leaves the
-  password out.
+  port, password, ``io_timeout``, and the ACL ``username`` and TLS CA when set) instead of that
+  clump on every call; its ``repr`` leaves the password out. :class:`RedisAccess` is the part
+  shared by every pod of a cluster (user, password, CA).
+- TLS (``tls_ca`` set, a PEM bundle): the server's certificate must chain to that CA; its name is
+  not checked, as redis-server's replication and redis-cli do not check it either (pod IPs change,
+  certificates need not name them). :meth:`RedisConnection.served_certificate` returns the
+  certificate a server presents, so a rotation can be verified end to end.
 - ``promote`` implements REFERENCE "Promote (REPLICAOF NO ONE), verify role:master": it raises
   ``RedisCommandError`` unless INFO then says ``role:master``. ``failover_to`` is the planned
   switchover (``FAILOVER TO host port``, Redis >= 6.2). ``bgsave`` only starts a save;
@@ -29,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,11 +44,13 @@ import redis.exceptions as rexc
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from examples.rediscluster.tls import client_tls_context
 from examples.rediscluster.topology import NULL_REPLID, RedisFacts, Role
 
 __all__ = [
     "DEFAULT_IO_TIMEOUT",
     "BgsaveStatus",
+    "RedisAccess",
     "RedisAdminError",
     "RedisCommandError",
     "RedisConnection",
@@ -110,15 +118,25 @@ async def _call(
     errors ``tolerate`` accepts, which end the call quietly.
     """
     host, port, password, io_timeout = conn.host, conn.port, conn.password, conn.io_timeout
+    tls: dict[str, Any] = {}
+    if conn.tls_ca is not None:
+        tls = {
+            "ssl": True,
+            "ssl_ca_data": conn.tls_ca,
+            "ssl_cert_reqs": "required",
+            "ssl_check_hostname": False,
+        }
     client = aioredis.Redis(
         host=host,
         port=port,
+        username=conn.username,
         password=password,
         socket_timeout=io_timeout,
         socket_connect_timeout=io_timeout,
         retry=Retry(NoBackoff(), 0),
         decode_responses=True,
         single_connection_client=True,
+        **tls,
     )
     client.set_response_callback("INFO", lambda response, **_: response)
     replies: list[Any] = []
@@ -201,8 +219,20 @@ def parse_facts(fields: Mapping[str, str]) -> RedisFacts:
 
 
 @dataclass(frozen=True, slots=True)
+class RedisAccess:
+    """How the operator reaches every Redis of one cluster: ACL user, password, TLS CA (PEM)."""
+
+    password: str | None = field(default=None, repr=False)
+    username: str | None = None
+    tls_ca: str | None = field(default=None, repr=False)
+
+    def at(self, host: str, port: int, io_timeout: float = DEFAULT_IO_TIMEOUT) -> RedisConnection:
+        return RedisConnection(host, port, self.password, io_timeout, self.username, self.tls_ca)
+
+
+@dataclass(frozen=True, slots=True)
 class RedisConnection:
-    """One Redis the operator administers: where it listens, its password and the I/O timeout.
+    """One Redis the operator administers: where it listens, its credentials and the I/O timeout.
 
     A value, not an open socket: every method opens one connection, runs its commands and closes
     it (see the module docstring for the timeouts and the errors). The password is left out of
@@ -213,6 +243,33 @@ class RedisConnection:
     port: int
     password: str | None = field(default=None, repr=False)
     io_timeout: float = DEFAULT_IO_TIMEOUT
+    username: str | None = None
+    #: PEM of the CA the server's TLS certificate chains to; None: plaintext
+    tls_ca: str | None = field(default=None, repr=False)
+
+    async def served_certificate(self) -> bytes:
+        """The DER certificate the server presents in its TLS handshake (verified against ``tls_ca``)."""
+        if self.tls_ca is None:
+            raise RedisCommandError(self.host, self.port, "served_certificate: not a TLS connection")
+        try:
+            async with asyncio.timeout(2 * self.io_timeout + 0.5):
+                _, writer = await asyncio.open_connection(
+                    self.host, self.port, ssl=client_tls_context(self.tls_ca)
+                )
+        except (OSError, TimeoutError, ssl.SSLError) as exc:
+            raise RedisUnavailable(
+                self.host, self.port, f"TLS handshake: {type(exc).__name__}: {exc}"
+            ) from None
+        try:
+            ssl_object = writer.get_extra_info("ssl_object")
+            der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError, ssl.SSLError):
+                await writer.wait_closed()
+        if not der:
+            raise RedisCommandError(self.host, self.port, "TLS handshake: no certificate presented")
+        return bytes(der)
 
     async def info(self) -> dict[str, str]:
         """The default INFO sections as a flat ``field -> value`` dict."""
@@ -251,6 +308,14 @@ class RedisConnection:
         if force:
             command.append("FORCE")
         await _call(self, (*command, "TIMEOUT", failover_timeout_ms))
+
+    async def reload_tls(self, settings: Mapping[str, str]) -> None:
+        """One ``CONFIG SET`` of every TLS file setting (all or none): Redis re-reads the files."""
+        pairs = [part for item in settings.items() for part in item]
+        try:
+            await _call(self, ("CONFIG", "SET", *pairs))
+        except RedisCommandError as exc:
+            raise RedisCommandError(self.host, self.port, f"reloading TLS failed: {exc}") from None
 
     async def failover_state(self) -> str:
         """``master_failover_state``: ``no-failover``, ``waiting-for-sync`` or ``failover-in-progress``."""

@@ -11,7 +11,13 @@ from typing import Any
 import pytest
 
 from pyctrl.envtest.node.envvars import PodFacts, decode_data
-from pyctrl.envtest.node.volumes import VolumeContext, VolumeNotReady, prepare_volumes, remove_pod_volumes
+from pyctrl.envtest.node.volumes import (
+    VolumeContext,
+    VolumeNotReady,
+    prepare_volumes,
+    refresh_volumes,
+    remove_pod_volumes,
+)
 
 OBJECTS: dict[tuple[str, str, str], dict[str, Any]] = {
     ("ConfigMap", "ns", "cfg"): {"data": {"redis.conf": "maxmemory 1mb\n", "other": "x"}},
@@ -84,6 +90,41 @@ def test_config_map_secret_and_downward_api_files_with_their_modes(tmp_path: Pat
     assert not (tmp_path / "volumes").exists()
 
 
+def test_a_changed_secret_is_swapped_in_whole_and_unchanged_volumes_are_left_alone(tmp_path: Path) -> None:
+    secrets = {"tls.crt": b"cert-1", "tls.key": b"key-1"}
+
+    async def rotating(kind: str, namespace: str, name: str) -> dict[str, bytes] | None:
+        return dict(secrets) if kind == "Secret" else await lookup(kind, namespace, name)
+
+    p = pod(
+        [{"name": "tls", "secret": {"secretName": "tls"}}, {"name": "conf", "configMap": {"name": "cfg"}}]
+    )
+    ctx = context(p)
+    ctx = VolumeContext(ctx.facts, rotating, ctx.request_token, ctx.claim_path)
+    paths = prepare(p, tmp_path, ctx)
+    tls = Path(paths["tls"])
+    assert (tls / "tls.crt").is_symlink()
+    assert (tls / "..data").is_symlink()
+    first = (tls / "..data").resolve()
+    assert asyncio.run(refresh_volumes(p, tmp_path, ctx)) == []  # nothing changed: nothing written
+    assert (tls / "..data").resolve() == first
+
+    secrets.update({"tls.crt": b"cert-2", "tls.key": b"key-2", "ca.crt": b"ca"})
+    assert asyncio.run(refresh_volumes(p, tmp_path, ctx)) == ["tls"]
+    assert [(tls / k).read_bytes() for k in ("tls.crt", "tls.key", "ca.crt")] == [b"cert-2", b"key-2", b"ca"]
+    assert not first.exists()  # the old generation is gone
+    assert sorted(e.name for e in tls.iterdir() if not e.name.startswith("..")) == [
+        "ca.crt",
+        "tls.crt",
+        "tls.key",
+    ]
+
+    del secrets["ca.crt"]
+    assert asyncio.run(refresh_volumes(p, tmp_path, ctx)) == ["tls"]
+    assert not (tls / "ca.crt").exists()
+    assert (Path(paths["conf"]) / "redis.conf").read_text() == "maxmemory 1mb\n"
+
+
 def kube_api_access() -> dict[str, Any]:
     return {
         "name": "kube-api-access-x",
@@ -105,7 +146,8 @@ def kube_api_access() -> dict[str, Any]:
 def test_the_service_account_volume_has_token_ca_and_namespace(tmp_path: Path) -> None:
     p = pod([kube_api_access()])
     directory = Path((prepare(p, tmp_path, context(p)))["kube-api-access-x"])
-    assert sorted(f.name for f in directory.iterdir()) == ["ca.crt", "namespace", "token"]
+    visible = sorted(f.name for f in directory.iterdir() if not f.name.startswith(".."))  # AtomicWriter's
+    assert visible == ["ca.crt", "namespace", "token"]
     assert (directory / "token").read_text() == "TOKEN"
     assert (directory / "namespace").read_text() == "ns"
 
@@ -113,7 +155,8 @@ def test_the_service_account_volume_has_token_ca_and_namespace(tmp_path: Path) -
 def test_a_failed_token_request_leaves_the_token_out_but_the_pod_can_start(tmp_path: Path) -> None:
     p = pod([kube_api_access()])
     paths = prepare(p, tmp_path, context(p, token=OSError("refused")))
-    assert sorted(f.name for f in Path(paths["kube-api-access-x"]).iterdir()) == ["ca.crt", "namespace"]
+    names = Path(paths["kube-api-access-x"]).iterdir()
+    assert sorted(f.name for f in names if not f.name.startswith("..")) == ["ca.crt", "namespace"]
 
 
 def test_missing_sources_make_the_pod_wait_unless_optional(tmp_path: Path) -> None:

@@ -13,6 +13,8 @@ Guarantees:
   credentials, missing bucket, corrupt backup) — retries are kept for what a retry can fix;
 - secrets only by ``secretKeyRef`` in the environment (``REDIS_PASSWORD``, ``AWS_ACCESS_KEY_ID``,
   ``AWS_SECRET_ACCESS_KEY``): argv holds addresses, bucket, key and path, never a credential;
+- a TLS cluster's backup connects with TLS and verifies the server against ``ca.crt``, the only
+  key of the cluster's TLS Secret the Job mounts (never ``tls.key``);
 - the pod has no service-account token (it needs no API access: its result is its termination
   message) and a memory limit (the worker streams; 256 Mi is room to spare).
 """
@@ -45,6 +47,7 @@ DEFAULT_DEADLINE_SECONDS = 3600
 BACKOFF_LIMIT = 1
 PVC_MOUNT = "/backup"
 CA_MOUNT = "/etc/redis-backup-ca"
+REDIS_CA_MOUNT = "/etc/redis-tls-ca"
 _RESOURCES = {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}
 
 
@@ -109,6 +112,7 @@ def _job(
     *,
     deadline: int,
     annotations: dict[str, str] | None = None,
+    redis_tls_secret: str | None = None,
 ) -> dict[str, Any]:
     labels = {
         "app.kubernetes.io/managed-by": "pyctrl-rediscluster",
@@ -116,6 +120,10 @@ def _job(
         CLUSTER_LABEL: backup.spec.cluster_name,
     }
     volumes, mounts = restore_volumes(backup.spec.destination)
+    if redis_tls_secret is not None:
+        items = [{"key": "ca.crt", "path": "ca.crt"}]
+        volumes.append({"name": "redis-tls-ca", "secret": {"secretName": redis_tls_secret, "items": items}})
+        mounts.append({"name": "redis-tls-ca", "mountPath": REDIS_CA_MOUNT, "readOnly": True})
     container: dict[str, Any] = {
         "name": purpose,
         "image": image,
@@ -171,14 +179,25 @@ def backup_job(
     image: str,
     *,
     password_secret: tuple[str, str] | None,
+    tls_secret: str | None = None,
     deadline: int = DEFAULT_DEADLINE_SECONDS,
 ) -> dict[str, Any]:
-    """The Job taking the RDB from ``source_pod`` (at ``source_ip``) into the backup's destination."""
+    """The Job taking the RDB from ``source_pod`` (at ``source_ip``) into the backup's destination;
+    over TLS, verified against ``ca.crt`` of the Secret ``tls_secret``, when that is set."""
     args = ["backup", "--source-host", source_ip, "--source-port", "6379"]
+    if tls_secret is not None:
+        args += ["--tls-ca-file", f"{REDIS_CA_MOUNT}/ca.crt"]
     args += destination_args(backup.name, backup.namespace, backup.spec.destination)
     env = [] if password_secret is None else [_secret_env("REDIS_PASSWORD", *password_secret)]
     return _job(
-        backup, "backup", args, env, image, deadline=deadline, annotations={SOURCE_ANNOTATION: source_pod}
+        backup,
+        "backup",
+        args,
+        env,
+        image,
+        deadline=deadline,
+        annotations={SOURCE_ANNOTATION: source_pod},
+        redis_tls_secret=tls_secret,
     )
 
 

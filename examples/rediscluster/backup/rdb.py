@@ -1,8 +1,10 @@
 """An RDB snapshot streamed off a Redis server over the replication protocol (what
 ``redis-cli --rdb`` does), as a read-only file object, in bounded memory.
 
-The reader connects, authenticates (``AUTH``), asks for the snapshot only (``REPLCONF rdb-only 1``,
-Redis >= 7.0: the server sends no command stream after it) and sends ``SYNC``. The server answers
+The reader connects (over TLS when given the CA, which the server's certificate must chain to;
+its name is not checked, as Redis' own replication does not), authenticates (``AUTH``), asks
+for the snapshot only (``REPLCONF rdb-only 1``, Redis >= 7.0: the server sends no command
+stream after it) and sends ``SYNC``. The server answers
 with newlines while it forks the snapshot, then either ``$<length>\\r\\n`` and that many bytes
 (disk-backed sync) or ``$EOF:<40-byte mark>\\r\\n``, the payload and the same mark (diskless sync,
 the default since Redis 7). A replica serves it too (chained replication), provided its own master
@@ -23,7 +25,10 @@ Guarantees:
 from __future__ import annotations
 
 import socket
+import ssl
 from typing import Self
+
+from examples.rediscluster.tls import client_tls_context
 
 __all__ = ["RDB_EOF_OPCODE", "RDB_MAGIC", "RdbError", "RdbStream"]
 
@@ -40,11 +45,26 @@ class RdbError(Exception):
 class RdbStream:
     """A snapshot being received: a binary file object (``read``) counting what it returned."""
 
-    def __init__(self, host: str, port: int, password: str | None = None, *, timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        password: str | None = None,
+        *,
+        timeout: float = 60.0,
+        tls_ca: str | None = None,
+    ) -> None:
         try:
-            self._sock = socket.create_connection((host, port), timeout=timeout)
+            sock = socket.create_connection((host, port), timeout=timeout)
         except OSError as exc:
             raise RdbError(f"cannot connect to redis at {host}:{port}: {exc}") from exc
+        if tls_ca is not None:
+            try:
+                sock = client_tls_context(tls_ca).wrap_socket(sock)
+            except (OSError, ssl.SSLError) as exc:
+                sock.close()
+                raise RdbError(f"TLS handshake with redis at {host}:{port} failed: {exc}") from exc
+        self._sock = sock
         self._where = f"{host}:{port}"
         self._buf = b""
         self._remaining: int | None = None  # bytes still to come (disk-backed sync)

@@ -26,7 +26,7 @@ import datetime
 import json
 from typing import Any
 
-from examples.rediscluster import redis_admin
+from examples.rediscluster import redis_admin, tls
 from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.backup.api import BackupPhase, RedisBackup, RedisBackupStatus
 from examples.rediscluster.backup.job import (
@@ -150,7 +150,8 @@ class RedisBackupReconciler:
             return Result(requeue_after=WAIT_REQUEUE)
         auth = cluster.spec.auth
         password = None if auth is None else (auth.password_secret.name, auth.password_secret.key)
-        job = backup_job(backup, source, ip, self.image, password_secret=password)
+        tls_secret = cluster.spec.tls.secret_name if cluster.spec.tls is not None else None
+        job = backup_job(backup, source, ip, self.image, password_secret=password, tls_secret=tls_secret)
         set_controller_reference(backup, job)
         await self.client.create(job)
         self.recorder.event(
@@ -210,6 +211,7 @@ class RedisBackupReconciler:
         master = cluster.status.current_master if cluster.status else None
         pods = await self.client.list(Pod, namespace=cluster.namespace, labels=selector_labels(cluster))
         password = await self._password(cluster)
+        ca = await self._tls_ca(cluster)
         replicas, master_ip = [], None
         for pod in sorted(pods, key=lambda p: p.name):
             ip = pod.status.pod_ip if pod.status else None
@@ -221,7 +223,7 @@ class RedisBackupReconciler:
                 replicas.append((pod.name, ip))
         for name, ip in replicas:
             try:
-                facts = await redis_admin.RedisConnection(ip, REDIS_PORT, password).observe()
+                facts = await redis_admin.RedisAccess(password, None, ca).at(ip, REDIS_PORT).observe()
             except redis_admin.RedisAdminError:
                 continue
             if facts.role is Role.REPLICA and facts.master_link_up:
@@ -229,6 +231,18 @@ class RedisBackupReconciler:
         if master is not None and master_ip is not None:
             return master, master_ip
         raise NotYet(f"waiting for RedisCluster {cluster.name!r} to have a serving master")
+
+    async def _tls_ca(self, cluster: RedisCluster) -> str | None:
+        """``ca.crt`` of the cluster's TLS Secret (None without TLS, or while it has none)."""
+        if cluster.spec.tls is None:
+            return None
+        try:
+            secret = await self.api_reader.get(
+                Secret, cluster.spec.tls.secret_name, namespace=cluster.namespace
+            )
+        except NotFound:
+            return None
+        return tls.ca_of(secret.data)
 
     async def _password(self, cluster: RedisCluster) -> str | None:
         auth = cluster.spec.auth

@@ -3,8 +3,9 @@ init container) run, from the operator's own image.
 
 Commands:
 
-- ``backup --source-host IP [--source-port 6379] DESTINATION``: stream an RDB off that Redis
-  server (``rdb.RdbStream``) through SHA-256 into the destination (``store``);
+- ``backup --source-host IP [--source-port 6379] [--tls-ca-file FILE] DESTINATION``: stream an
+  RDB off that Redis server (``rdb.RdbStream``; over TLS verified against FILE when given) through
+  SHA-256 into the destination (``store``);
 - ``restore --target /data/dump.rdb --sha256 HEX [--size-bytes N] DESTINATION``: download the
   backup, check its size and SHA-256, and only then put it where redis-server loads it (nothing
   when ``RESTORE_DONE=true``: the cluster was seeded already, a new pod syncs from its master);
@@ -48,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     backup = sub.add_parser("backup", help="take an RDB from a Redis server into the destination")
     backup.add_argument("--source-host", required=True)
     backup.add_argument("--source-port", type=int, default=6379)
+    backup.add_argument("--tls-ca-file", type=Path, default=None)
     restore = sub.add_parser("restore", help="download and check a backup before redis-server starts")
     restore.add_argument("--target", required=True, type=Path)
     restore.add_argument("--sha256", required=True)
@@ -88,7 +90,8 @@ def _run(args: argparse.Namespace) -> dict[str, object]:
     if args.command == "backup":
         started = time.monotonic()
         password = os.environ.get("REDIS_PASSWORD") or None
-        with RdbStream(args.source_host, args.source_port, password) as rdb:
+        ca = args.tls_ca_file.read_text() if args.tls_ca_file is not None else None
+        with RdbStream(args.source_host, args.source_port, password, tls_ca=ca) as rdb:
             stored = store.put(rdb)
         seconds = time.monotonic() - started
         print(f"stored {stored.size_bytes} bytes at {stored.location} in {seconds:.1f}s", flush=True)

@@ -15,7 +15,8 @@ Guarantees:
   Pod is deleted with grace period 0 (uid precondition). A Pod removed behind the node's back
   (force deletion) is stopped within 2 s;
 - configMap, secret, downwardAPI and projected volumes are mounted read-only, whatever the
-  volumeMount says (like the kubelet);
+  volumeMount says (like the kubelet), and brought up to date every ``VOLUME_REFRESH_SECONDS``
+  while the Pod runs (an atomic swap of all the volume's files, see ``volumes``);
 - each container logs to ``<state dir>/pods/<namespace>_<name>_<uid>/<container>.log`` (appended
   across restarts, kept after the Pod is gone); the Pod carries that directory in the annotation
   ``pyctrl.dev/log-dir``.
@@ -40,13 +41,22 @@ from pyctrl.envtest.node.images import DEFAULT_PATH, ImageMap, image_paths_under
 from pyctrl.envtest.node.kube import ApiError, Kube
 from pyctrl.envtest.node.runtime import Launch, Mount
 from pyctrl.envtest.node.status import KUBELET_CONDITIONS, now_rfc3339, pod_status
-from pyctrl.envtest.node.volumes import VolumeContext, VolumeNotReady, prepare_volumes, remove_pod_volumes
+from pyctrl.envtest.node.volumes import (
+    VolumeContext,
+    VolumeNotReady,
+    prepare_volumes,
+    refresh_volumes,
+    remove_pod_volumes,
+)
 
 __all__ = ["LOG_DIR_ANNOTATION", "NodeContext", "PodWorker"]
 
 log = logging.getLogger(__name__)
 
 LOG_DIR_ANNOTATION = "pyctrl.dev/log-dir"
+#: how often a running Pod's configMap/secret/downwardAPI volumes are brought up to date (the
+#: kubelet does it on its periodic sync, about a minute; shorter here so tests see a change soon)
+VOLUME_REFRESH_SECONDS = 2.0
 
 
 @dataclass
@@ -332,13 +342,16 @@ class PodWorker:
         with contextlib.suppress(ApiError, OSError, TimeoutError):
             await self.ctx.kube.patch(f"/api/v1/namespaces/{self.namespace}/pods/{self.name}", body)
 
-    async def _setup_volumes(self) -> None:
-        ctx = VolumeContext(
+    def _volume_context(self) -> VolumeContext:
+        return VolumeContext(
             facts=PodFacts(self.pod, self.pod_ip, self.ctx.addresses.node_ip, self.ctx.capacity),
             lookup=self._lookup,
             request_token=self._request_token,
             claim_path=self.ctx.claim_path,
         )
+
+    async def _setup_volumes(self) -> None:
+        ctx = self._volume_context()
         while not self.deleting:
             try:
                 self.volume_paths = await prepare_volumes(self.pod, self.pod_dir, ctx)
@@ -362,7 +375,22 @@ class PodWorker:
         for container in self.containers:
             container.start()
         self.status_changed()
-        await self._wait(lambda: self.deleting)
+        loop = asyncio.get_running_loop()
+        next_refresh = loop.time() + VOLUME_REFRESH_SECONDS
+        while not self.deleting:
+            await self._wait(lambda: self.deleting, retry=max(0.0, next_refresh - loop.time()))
+            if not self.deleting and loop.time() >= next_refresh:
+                await self._refresh_volumes()
+                next_refresh = loop.time() + VOLUME_REFRESH_SECONDS
+
+    async def _refresh_volumes(self) -> None:
+        try:
+            changed = await refresh_volumes(self.pod, self.pod_dir, self._volume_context())
+        except (ApiError, OSError, TimeoutError) as exc:  # the apiserver away: try again later
+            log.debug("pod %s/%s: refreshing volumes failed: %s", self.namespace, self.name, exc)
+            return
+        if changed:
+            log.info("pod %s/%s: volumes %s updated", self.namespace, self.name, ", ".join(changed))
 
     async def _terminate(self) -> None:
         meta = self.pod["metadata"]

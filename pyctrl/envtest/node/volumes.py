@@ -6,13 +6,19 @@ sandbox's bind mounts (``sandbox.py``).
 Guarantees:
 - emptyDir: ``<pod dir>/volumes/<name>``, empty at Pod start, removed with the Pod;
 - configMap, secret, downwardAPI and projected volumes: their files (``items`` with ``path`` and
-  ``mode``, else every key; ``defaultMode``, default 0644) written once when the Pod starts;
+  ``mode``, else every key; ``defaultMode``, default 0644) written when the Pod starts, in the
+  kubelet's ``AtomicWriter`` layout: the files live in a timestamped ``..<time>`` directory,
+  ``..data`` is a symlink to it and each top-level name a symlink into ``..data``;
+  :func:`refresh_volumes` (the pod worker calls it periodically, as the kubelet's sync does) writes
+  changed contents into a new directory and swaps ``..data`` with one ``rename``, so a reader
+  sees either every old file or every new one (a rotated ``tls.crt`` never beside the old
+  ``tls.key``); a subPath mount keeps what it saw at start, as with the kubelet;
   a missing ConfigMap/Secret/key that is not ``optional`` raises ``VolumeNotReady`` and the Pod
   waits (the caller retries), like the kubelet's FailedMount;
 - projected ``serviceAccountToken`` (the ``kube-api-access-*`` volume ServiceAccount admission adds):
   a token from the TokenRequest API bound to the Pod; if the request fails the token file is
   left out (logged) but the directory and ``ca.crt``/``namespace`` are there, so the Pod still runs.
-  The token is not refreshed;
+  The token is written once (not refreshed);
 - persistentVolumeClaim (and generic ``ephemeral`` volumes, whose claim is ``<pod>-<volume>``):
   the bound PersistentVolume's hostPath / local path; an unbound claim raises ``VolumeNotReady``;
 - hostPath: the path itself (created for ``DirectoryOrCreate``).
@@ -21,6 +27,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import datetime
 import logging
 import os
 import shutil
@@ -37,7 +44,7 @@ from pyctrl.envtest.node.envvars import (
     resource_value,
 )
 
-__all__ = ["VolumeContext", "VolumeNotReady", "prepare_volumes", "remove_pod_volumes"]
+__all__ = ["VolumeContext", "VolumeNotReady", "prepare_volumes", "refresh_volumes", "remove_pod_volumes"]
 
 log = logging.getLogger(__name__)
 
@@ -72,14 +79,59 @@ def _mkdir(directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
 
 
-def _write(directory: Path, files: Mapping[str, tuple[bytes, int]]) -> None:
-    for rel, (data, mode) in files.items():
-        target = directory / rel
+_DATA = "..data"
+Files = Mapping[str, tuple[bytes, int]]
+
+
+def _current(directory: Path) -> dict[str, tuple[bytes, int]] | None:
+    """What ``..data`` holds now (None before the first write)."""
+    data = directory / _DATA
+    if not data.is_symlink():
+        return None
+    root = data.resolve()
+    return {
+        str(path.relative_to(root)): (path.read_bytes(), path.stat().st_mode & 0o7777)
+        for path in root.rglob("*")
+        if path.is_file()
+    }
+
+
+def _write(directory: Path, files: Files) -> bool:
+    """Make ``directory`` hold exactly ``files`` (AtomicWriter); False when it did already."""
+    for rel in files:
         if ".." in Path(rel).parts or Path(rel).is_absolute():
             raise VolumeNotReady(f"invalid item path {rel!r}")
+    if _current(directory) == dict(files):
+        return False
+    stamp = datetime.datetime.now(datetime.UTC).strftime("..%Y_%m_%d_%H_%M_%S.%f")
+    fresh = directory / stamp
+    for rel, (data, mode) in files.items():
+        target = fresh / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
         target.chmod(mode)
+    fresh.mkdir(parents=True, exist_ok=True)  # even for no files
+    old = (directory / _DATA).resolve() if (directory / _DATA).is_symlink() else None
+    tmp = directory / "..data_tmp"
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(stamp)
+    tmp.rename(directory / _DATA)  # the one atomic step: readers switch to every new file at once
+    tops = {Path(rel).parts[0] for rel in files}
+    for top in tops:
+        link = directory / top
+        if link.is_symlink():
+            continue
+        if link.is_dir():  # a directory left by a node that wrote files in place
+            shutil.rmtree(link)
+        else:
+            link.unlink(missing_ok=True)
+        link.symlink_to(f"{_DATA}/{top}")
+    for entry in directory.iterdir():
+        if entry.is_symlink() and not entry.name.startswith("..") and entry.name not in tops:
+            entry.unlink()
+    if old is not None and old != fresh:
+        shutil.rmtree(old, ignore_errors=True)
+    return True
 
 
 async def _object_files(
@@ -177,24 +229,33 @@ async def _prepare(volume: Mapping[str, Any], directory: Path, ctx: VolumeContex
     _mkdir(directory)
     if "emptyDir" in volume:
         return str(directory)
+    _write(directory, await _api_files(volume, ctx))
+    return str(directory)
+
+
+def _is_api_data(volume: Mapping[str, Any]) -> bool:
+    return bool({"configMap", "secret", "downwardAPI", "projected"} & set(volume))
+
+
+async def _api_files(volume: Mapping[str, Any], ctx: VolumeContext) -> dict[str, tuple[bytes, int]]:
+    """The files of a configMap, secret, downwardAPI or projected volume."""
     if "configMap" in volume:
         source = volume["configMap"]
-        mode = int(source.get("defaultMode", _DEFAULT_MODE))
-        files = await _object_files("ConfigMap", source["name"], source, ctx, mode)
-    elif "secret" in volume:
+        return await _object_files(
+            "ConfigMap", source["name"], source, ctx, int(source.get("defaultMode", _DEFAULT_MODE))
+        )
+    if "secret" in volume:
         source = volume["secret"]
-        mode = int(source.get("defaultMode", _DEFAULT_MODE))
-        files = await _object_files("Secret", source["secretName"], source, ctx, mode)
-    elif "downwardAPI" in volume:
+        return await _object_files(
+            "Secret", source["secretName"], source, ctx, int(source.get("defaultMode", _DEFAULT_MODE))
+        )
+    if "downwardAPI" in volume:
         source = volume["downwardAPI"]
-        files = _downward_files(source.get("items") or [], ctx, int(source.get("defaultMode", _DEFAULT_MODE)))
-    elif "projected" in volume:
-        files = await _projected(volume["projected"], ctx)
-    else:
-        kinds = sorted(k for k in volume if k != "name")
-        raise VolumeNotReady(f"volume {volume['name']!r}: type {kinds} is not supported by the local node")
-    _write(directory, files)
-    return str(directory)
+        return _downward_files(source.get("items") or [], ctx, int(source.get("defaultMode", _DEFAULT_MODE)))
+    if "projected" in volume:
+        return await _projected(volume["projected"], ctx)
+    kinds = sorted(k for k in volume if k != "name")
+    raise VolumeNotReady(f"volume {volume['name']!r}: type {kinds} is not supported by the local node")
 
 
 async def prepare_volumes(pod: Mapping[str, Any], pod_dir: Path, ctx: VolumeContext) -> dict[str, str]:
@@ -203,6 +264,27 @@ async def prepare_volumes(pod: Mapping[str, Any], pod_dir: Path, ctx: VolumeCont
     for volume in pod["spec"].get("volumes") or []:
         paths[volume["name"]] = await _prepare(volume, pod_dir / "volumes" / volume["name"], ctx)
     return paths
+
+
+async def refresh_volumes(pod: Mapping[str, Any], pod_dir: Path, ctx: VolumeContext) -> list[str]:
+    """Bring configMap, secret and downwardAPI volumes up to date; the names of those that changed.
+
+    A projected volume with a service account token is left as it is (its token is not
+    refreshed); a source that went missing keeps the files it had (the kubelet does the same)."""
+    changed = []
+    for volume in pod["spec"].get("volumes") or []:
+        if not _is_api_data(volume):
+            continue
+        sources = (volume.get("projected") or {}).get("sources") or []
+        if any("serviceAccountToken" in source for source in sources):
+            continue
+        try:
+            files = await _api_files(volume, ctx)
+        except VolumeNotReady:
+            continue
+        if _write(pod_dir / "volumes" / volume["name"], files):
+            changed.append(volume["name"])
+    return changed
 
 
 def remove_pod_volumes(pod_dir: Path) -> None:

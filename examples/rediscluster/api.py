@@ -181,8 +181,31 @@ class RedisClusterSpec(KubeModel):
     """Memory limit of the Redis container; also sets Redis maxmemory."""
     enable_persistence: bool = False
     """Keep data on a PersistentVolumeClaim per pod (appendonly)."""
-    storage_size: Quantity = "1Gi"
-    """Size of each pod's volume when persistence is enabled."""
+    storage_size: Annotated[
+        Quantity,
+        Field(
+            json_schema_extra={
+                "x-kubernetes-validations": [
+                    {
+                        "rule": "quantity(string(self)).compareTo(quantity(string(oldSelf))) >= 0",
+                        "message": "spec.storageSize cannot be lowered (a PersistentVolumeClaim only grows)",
+                    }
+                ]
+            }
+        ),
+    ] = "1Gi"
+    """Size of each pod's volume when persistence is enabled; raising it expands every volume in
+    place when their StorageClass allows volume expansion."""
+    storage_class_name: str | None = Field(
+        default=None,
+        min_length=1,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {"rule": "self == oldSelf", "message": "spec.storageClassName is immutable"}
+            ]
+        },
+    )
+    """StorageClass of the volumes (the cluster's default class when omitted); immutable."""
     auth: RedisAuth | None = None
     """Password authentication; none when omitted."""
     tls: TlsConfig | None = None

@@ -22,6 +22,7 @@ cluster gives none):
    once that plan is converged, ``rollout.Rollout`` brings outdated pods to the StatefulSet's
    update revision in the operator's order (replicas one at a time, one switchover, the old master)
    and ``live_config.LiveConfig`` sets the run-time ``redisConfig`` settings with ``CONFIG SET``;
+   ``volumes.VolumeExpander`` grows the PersistentVolumeClaims to a raised ``storageSize``;
 6. ``nodeloss.NodeLossGuard``: with ``spec.nodeLoss.forceDeletePods``, pods on a node lost for
    ``afterSeconds`` are force-deleted so the StatefulSet recreates them on a live node;
 7. with ``spec.tls``: every answering pod whose served certificate is not the Secret's is told to
@@ -67,9 +68,11 @@ from examples.rediscluster.topology import (
     scale_down_victims,
     switchover,
 )
+from examples.rediscluster.volumes import VolumeExpander, pin_claim_templates
 from pyctrl import Request, Result
 from pyctrl.client import Client, Reader, Secret
 from pyctrl.client.errors import NotFound
+from pyctrl.client.objects import Condition
 from pyctrl.client.patch import MergeFrom
 from pyctrl.controllerutil import add_finalizer, remove_finalizer, set_controller_reference
 from pyctrl.log import get_logger
@@ -111,6 +114,8 @@ def _now() -> str:
 )
 @rbac(groups=[""], resources=["pods"], verbs=["get", "list", "watch", "patch", "delete"])
 @rbac(groups=[""], resources=["nodes"], verbs=["get", "list", "watch"])
+@rbac(groups=[""], resources=["persistentvolumeclaims"], verbs=["get", "list", "watch", "patch"])
+@rbac(groups=["storage.k8s.io"], resources=["storageclasses"], verbs=["get"])
 @rbac(groups=[""], resources=["secrets"], verbs=["get", "list", "watch"])
 class RedisClusterReconciler:
     """Reconciles RedisCluster objects; see the module docstring.
@@ -141,6 +146,7 @@ class RedisClusterReconciler:
         self.node_loss = NodeLossGuard(client, recorder, prober)
         self.rollout = Rollout(client, recorder)
         self.live_config = LiveConfig(recorder)
+        self.volumes = VolumeExpander(client, api_reader, recorder)
         self.cluster_mode = ClusterModeReconciler(client, recorder, slot_mover, io_timeout=io_timeout)
         #: (namespace, cluster) -> the CA of its last TLS Secret that passed the checks
         self._tls_ca: dict[tuple[str, str], str] = {}
@@ -210,7 +216,10 @@ class RedisClusterReconciler:
             and not acted
             and await self._reload_certificates(cluster, observed, material)
         )
-        phase = await self._update_status(cluster, observed, the_plan, invalid, restore, rollout=rollout)
+        volumes = await self.volumes.expand(cluster, _now()) if invalid is None else None
+        phase = await self._update_status(
+            cluster, observed, the_plan, invalid, restore, rollout=rollout, volumes=volumes
+        )
         settled = not acted and not reloading and the_plan.converged and phase is RedisClusterPhase.RUNNING
         settled = settled and not rollout.in_progress
         # an unrunnable spec waits for its fix (a watch event), unless the topology needs work
@@ -238,6 +247,7 @@ class RedisClusterReconciler:
         if restore.blocked is not None:
             return None  # no pod may start before there is a backup to seed it (condition Restored)
         restore.apply(children)
+        await pin_claim_templates(self.client, children)
         for child in children:
             set_controller_reference(cluster, child)
             await ensure(self.client, child)
@@ -344,11 +354,12 @@ class RedisClusterReconciler:
         restore: RestoreState,
         *,
         rollout: RolloutDecision,
+        volumes: Condition | None,
     ) -> RedisClusterPhase:
         """Write the observed status when it changed; return the phase."""
         old = cluster.status or RedisClusterStatus()
         now = _now()
-        extra = [restore.condition, progressing_condition(cluster, rollout, now)]
+        extra = [restore.condition, progressing_condition(cluster, rollout, now), volumes]
         new = observed_status(
             cluster,
             observed.nodes,

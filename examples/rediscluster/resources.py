@@ -381,6 +381,7 @@ def statefulset(cluster: RedisCluster, replicas: int) -> dict[str, Any]:
                 "spec": {
                     "accessModes": ["ReadWriteOnce"],
                     "resources": {"requests": {"storage": spec.storage_size}},
+                    **({"storageClassName": spec.storage_class_name} if spec.storage_class_name else {}),
                 },
             }
         ]

@@ -1,7 +1,9 @@
-"""Operator-ordered rollouts end to end: real control plane, local node, real redis-server pods.
+"""Day-2 changes end to end: real control plane, local node, real redis-server pods.
 
 A pod template change (here the image) is rolled by the operator, not the StatefulSet controller
 (``updateStrategy: OnDelete``): replicas first, one at a time, one switchover, the old master last.
+A run-time ``redisConfig`` setting is applied with ``CONFIG SET`` and restarts nothing; a raised
+``storageSize`` grows the claims in place (the local node's provisioner plays the resizer).
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from typing import Any
 
 import pytest
 
+from pyctrl.envtest._http import ApiError
+from pyctrl.envtest.node.provisioner import PROVISIONER_NAME
 from pyctrl.testing import eventually
 from tests.operator.conftest import Cluster, RunningOperator, lost_writes, true
-from tests.operator.test_nodes import Writes, events, longest_pause
+from tests.operator.test_nodes import Writes, events, kubectl, longest_pause
 
 pytestmark = pytest.mark.controlplane
 
@@ -218,3 +222,81 @@ async def test_a_live_redis_config_change_reaches_every_pod_without_a_restart(
     assert "maxmemory-policy allkeys-lru" in conf
     assert await everywhere()
     assert _restarts(c) == before
+
+
+def _storage_class(c: Cluster, name: str, *, expandable: bool) -> None:
+    body = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": name},
+        "provisioner": PROVISIONER_NAME,
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "Immediate",
+        "allowVolumeExpansion": expandable,
+    }
+    c.envtest.http.request("POST", "/apis/storage.k8s.io/v1/storageclasses", body)
+
+
+def _claims(c: Cluster) -> dict[str, dict[str, Any]]:
+    items = c.envtest.http.get(f"/api/v1/namespaces/{c.namespace}/persistentvolumeclaims")["items"]
+    return {p["metadata"]["name"]: p for p in items if p["metadata"]["name"].startswith(f"data-{c.name}-")}
+
+
+async def test_raising_storage_size_expands_every_volume_in_place_and_lowering_it_is_refused(
+    operator: RunningOperator, cluster_factory: Callable[[str], Cluster], namespace: str
+) -> None:
+    grows, fixed = f"grows-{namespace}"[:63], f"fixed-{namespace}"[:63]
+    grown, kept = cluster_factory("grown"), cluster_factory("kept")
+    _storage_class(grown, grows, expandable=True)
+    _storage_class(grown, fixed, expandable=False)
+    try:
+        spec = {"downAfterMilliseconds": 2000, "enablePersistence": True, "storageSize": "1Gi"}
+        grown.create(replicas=2, storageClassName=grows, **spec)
+        kept.create(replicas=1, storageClassName=fixed, **spec)
+        await eventually(lambda: grown.ready(2), within=90, what="grown Running", interval=0.2)
+        await eventually(lambda: kept.ready(1), within=90, what="kept Running", interval=0.2)
+        before, revision = _restarts(grown), grown.status()["updateRevision"]
+        assert {p["status"]["capacity"]["storage"] for p in _claims(grown).values()} == {"1Gi"}
+
+        _merge(grown, {"storageSize": "2Gi"})
+
+        async def expanded() -> bool:
+            claims = _claims(grown)
+            grew = len(claims) == 2 and all(
+                p["status"]["capacity"]["storage"] == "2Gi" for p in claims.values()
+            )
+            return grew and _condition(grown, "VolumesResized").get("status") == "True"
+
+        await eventually(expanded, within=60, what="every claim of grown at 2Gi")
+        out = await kubectl(grown.envtest, "get", "pvc", "-n", grown.namespace, "-o", "wide")
+        assert all(" 2Gi " in line for line in out.splitlines() if line.startswith("data-grown-")), out
+        volumes = {p["spec"]["volumeName"] for p in _claims(grown).values()}
+        for volume in volumes:
+            pv = grown.envtest.http.get(f"/api/v1/persistentvolumes/{volume}")
+            assert pv["spec"]["capacity"]["storage"] == "2Gi"
+        assert _restarts(grown) == before, "no pod restarted"
+        assert grown.status()["updateRevision"] == revision
+        assert await grown.ready(2)
+
+        with pytest.raises(ApiError) as lowered:
+            _merge(grown, {"storageSize": "1Gi"})
+        assert lowered.value.code == 422
+        assert "spec.storageSize cannot be lowered" in str(lowered.value)
+
+        # a StorageClass without allowVolumeExpansion: reported, nothing patched, still serving
+        _merge(kept, {"storageSize": "2Gi"})
+        await eventually(
+            lambda: true(_condition(kept, "VolumesResized").get("reason") == "ExpansionNotSupported"),
+            within=60,
+            what="the refused expansion reported",
+        )
+        message = _condition(kept, "VolumesResized")["message"]
+        assert message.startswith("spec.storageSize 2Gi: StorageClass ")
+        assert fixed in message
+        (claim,) = _claims(kept).values()
+        assert claim["spec"]["resources"]["requests"]["storage"] == "1Gi"
+        assert await kept.ready(1)
+    finally:
+        for name in (grows, fixed):
+            with contextlib.suppress(ApiError):
+                grown.envtest.http.request("DELETE", f"/apis/storage.k8s.io/v1/storageclasses/{name}")

@@ -15,7 +15,14 @@ Guarantees:
   directory; a deleted provisioned volume's directory is removed as well;
 - with ``provision=False`` (a second node on the same control plane) nothing is created or
   deleted; the claims and volumes are only watched;
-- ``claim_path`` tells the kubelet side where a bound claim's data is.
+- ``claim_path`` tells the kubelet side where a bound claim's data is;
+- expansion (in the roles of kubernetes-csi's external-resizer and the kubelet's filesystem
+  resize, which report the new size in two steps): when a Bound claim of a volume this node
+  provisioned asks for more storage than its ``status.capacity`` (the apiserver admits that only
+  when the claim's StorageClass sets ``allowVolumeExpansion``), the volume's ``spec.capacity`` is
+  raised, then the claim's status gets the new ``capacity`` and ``allocatedResources`` (a
+  directory has no size to grow, so both steps are done at once), and ``kubectl get pvc`` shows
+  it. Claims never shrink (the apiserver refuses a lower request).
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from pyctrl.envtest.node.envvars import parse_quantity
 from pyctrl.envtest.node.kube import ApiError, Informer, Kube
 
 __all__ = ["PROVISIONER_NAME", "Provisioner"]
@@ -48,6 +56,7 @@ class Provisioner:
         self._on_claims_changed = on_claims_changed
         self._tasks: set[asyncio.Task[None]] = set()
         self._pending: set[str] = set()
+        self._resizing: set[str] = set()  # uids of claims being expanded
 
     async def run(self) -> None:
         await asyncio.gather(self.claims.run(), self.volumes.run())
@@ -87,6 +96,9 @@ class Provisioner:
         if not self.provision or new is None or new["metadata"].get("deletionTimestamp"):
             return
         spec = new.get("spec", {})
+        if self._resize_wanted(new):
+            self._spawn(self._expand(new))
+            return
         if new.get("status", {}).get("phase", "Pending") != "Pending" or spec.get("volumeName"):
             return
         if spec.get("volumeMode", "Filesystem") != "Filesystem" or spec.get("dataSource"):
@@ -153,6 +165,44 @@ class Provisioner:
         except (OSError, TimeoutError) as exc:
             log.warning("provisioning %s failed: %s", name, exc)
             self._pending.discard(meta["uid"])
+
+    def _resize_wanted(self, claim: dict[str, Any]) -> str | None:
+        """The size a Bound claim of one of our volumes asks for beyond its capacity, if it does."""
+        status, spec = claim.get("status", {}), claim.get("spec", {})
+        if status.get("phase") != "Bound" or not spec.get("volumeName"):
+            return None
+        volume = next(
+            (v for v in self.volumes.store.values() if v["metadata"]["name"] == spec["volumeName"]), None
+        )
+        if volume is None or volume["metadata"].get("annotations", {}).get(_ANNOTATION) != PROVISIONER_NAME:
+            return None
+        wanted = spec.get("resources", {}).get("requests", {}).get("storage")
+        have = status.get("capacity", {}).get("storage")
+        if wanted is None or have is None or parse_quantity(wanted) <= parse_quantity(have):
+            return None
+        return str(wanted)
+
+    async def _expand(self, claim: dict[str, Any]) -> None:
+        meta = claim["metadata"]
+        size = self._resize_wanted(claim)
+        if size is None or meta["uid"] in self._resizing:
+            return
+        self._resizing.add(meta["uid"])
+        where = f"/api/v1/namespaces/{meta['namespace']}/persistentvolumeclaims/{meta['name']}"
+        try:
+            await self.kube.patch(
+                f"/api/v1/persistentvolumes/{claim['spec']['volumeName']}",
+                {"spec": {"capacity": {"storage": size}}},
+            )
+            status = {"capacity": {"storage": size}, "allocatedResources": {"storage": size}}
+            await self.kube.patch(f"{where}/status", {"status": status})
+            log.info("expanded claim %s/%s to %s", meta["namespace"], meta["name"], size)
+        except ApiError as exc:
+            log.warning("expanding %s/%s failed: %s", meta["namespace"], meta["name"], exc)
+        except (OSError, TimeoutError) as exc:
+            log.warning("expanding %s/%s failed: %s", meta["namespace"], meta["name"], exc)
+        finally:
+            self._resizing.discard(meta["uid"])
 
     async def _delete(self, volume: dict[str, Any]) -> None:
         name = volume["metadata"]["name"]

@@ -144,9 +144,14 @@ def decide(
     policy: Policy,
     *,
     replicas: int,
+    persistent: bool = False,
     previous_current: str | None = None,
 ) -> RolloutDecision:
-    """The next rollout step (module docstring); ``revisions``: pod -> its revision label."""
+    """The next rollout step (module docstring); ``revisions``: pod -> its revision label.
+
+    A one-pod cluster has no replica to hand over to: with ``persistent`` data its master is
+    restarted (it reloads its AOF); without, the rollout waits for someone to delete the pod, since
+    a restart would empty it."""
     if update_revision is None:
         return RolloutDecision(previous_current, None)
     current = _current(revisions, update_revision, previous_current)
@@ -166,6 +171,11 @@ def decide(
         return replace(decision, step=Restart(replicas_outdated[0]))
     updated = [n for n in nodes if n.pod != master.pod and revisions.get(n.pod) == update_revision]
     target = choose_failover_candidate([*updated, master], master.pod, policy)
+    if replicas == 1 and persistent:
+        return replace(decision, step=Restart(master.pod))
+    if replicas == 1:
+        alone = f"one pod without persistence: delete {master.pod} to restart it (its data would be lost)"
+        return replace(decision, paused=alone)
     if target is None:
         return replace(decision, paused=f"no updated in-sync replica to hand the master {master.pod} over to")
     return replace(decision, step=switchover(nodes, recorded, target.pod))
@@ -214,6 +224,7 @@ class Rollout:
             recorded,
             policy,
             replicas=cluster.spec.replicas,
+            persistent=cluster.spec.enable_persistence,
             previous_current=status.current_revision if status else None,
         )
         if not decision.outdated:

@@ -110,3 +110,13 @@ def test_current_revision_keeps_the_previous_one_while_pods_still_run_it() -> No
     assert d.current_revision == "a"
     d = decide(healthy(3), revs, "c", ClusterState(pod(0), 1), POLICY, replicas=3)
     assert d.current_revision == "b"  # the revision most outdated pods run
+
+
+def test_a_one_pod_cluster_restarts_its_master_only_when_its_data_persists() -> None:
+    nodes = [master(0, replicas=0)]
+    d = decide(nodes, {pod(0): OLD}, NEW, ClusterState(pod(0), 1), POLICY, replicas=1, persistent=True)
+    assert d.step == Restart(pod(0))
+    d = decide(nodes, {pod(0): OLD}, NEW, ClusterState(pod(0), 1), POLICY, replicas=1)
+    assert d.step is None
+    assert d.paused is not None
+    assert f"delete {pod(0)}" in d.paused

@@ -14,16 +14,28 @@ over ``--runs`` rounds (modes rotated each round so noise hits all alike):
   from restarting it until every event is applied to the store (network + parse + apply), and
   the same events applied in-process (parse + apply, no network).
 
+Metadata only: ``--secrets`` Secrets of ``--secret-bytes`` of data each (default 10,000 of 4 KiB)
+in a namespace of their own, cached by a pyctrl ``Cache`` in full (``Secret``) and as metadata only
+(``PartialObjectMetadata.of(Secret)``), each in a process of its own (``benchmarks/_secrets_cache.py``),
+``--secret-runs`` rounds, modes alternated: RSS before the informer, RSS once synced (after a full
+garbage collection), what the cache added, and the sync time.
+
 Nothing is asserted. The output ends with ``RATIO initial_sync_vs_raw_list <v>`` (streaming sync
-over raw list: lower is better) and ``RATIO cache_bytes_per_json_byte <v>``.
+over raw list: lower is better), ``RATIO cache_bytes_per_json_byte <v>`` and
+``RATIO metadata_only_rss_vs_full <v>`` (RSS the metadata-only cache adds ÷ RSS the full one adds,
+medians).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import gc
+import json
+import os
 import statistics
+import sys
 import time
 import tracemalloc
 from collections.abc import Awaitable, Callable
@@ -32,13 +44,28 @@ from typing import Any
 
 import orjson
 
+from benchmarks import _procs
 from pyctrl.cache import Informer
 from pyctrl.cache.reflector import strip_managed_fields
-from pyctrl.client import ApiClient, ConfigMap, ListOptions, Namespace, ObjectMeta, PatchType, RawPatch
+from pyctrl.client import (
+    ApiClient,
+    ConfigMap,
+    ListOptions,
+    Namespace,
+    ObjectMeta,
+    PartialObjectMetadata,
+    PatchType,
+    RawPatch,
+    Secret,
+    load_kubeconfig,
+)
 from pyctrl.client.watch import parse_event
 from pyctrl.envtest import Environment
 
 NS = "bench-cache"
+SECRETS_NS = "bench-secrets"
+REPO = Path(__file__).resolve().parent.parent
+LOGS = Path.home() / ".cache" / "pyctrl" / "bench" / "logs"
 PAYLOAD = "x" * 240
 
 
@@ -48,6 +75,9 @@ def _args() -> argparse.Namespace:
     p.add_argument("--runs", type=int, default=5, help="rounds of the sync and memory measurements")
     p.add_argument("--burst", type=int, default=5_000, help="updates in the watch burst")
     p.add_argument("--burst-runs", type=int, default=3)
+    p.add_argument("--secrets", type=int, default=10_000, help="Secrets of the metadata-only phase (0: none)")
+    p.add_argument("--secret-bytes", type=int, default=4096)
+    p.add_argument("--secret-runs", type=int, default=3)
     p.add_argument("--kubeconfig", type=Path, help="use this cluster instead of starting one")
     return p.parse_args()
 
@@ -192,13 +222,77 @@ async def _burst(client: ApiClient, burst: int, round_no: int) -> tuple[float, f
     return burst / networked, burst / in_process
 
 
+async def _secrets_setup(client: ApiClient, count: int, size: int) -> None:
+    existing = await client.list(Namespace, field_selector=f"metadata.name={SECRETS_NS}")
+    if not existing.items:
+        await client.create(Namespace(metadata=ObjectMeta(name=SECRETS_NS)))
+    have = len((await client.list(PartialObjectMetadata.of(Secret), namespace=SECRETS_NS)).items)
+    print(f"creating {max(0, count - have)} Secrets of {size} B in {SECRETS_NS} ...", flush=True)
+    payload = base64.b64encode(os.urandom(size)).decode()  # random: etcd and the wire carry it all
+
+    async def create(i: int) -> None:
+        name = f"secret-{have + i:05d}"
+        meta = ObjectMeta(name=name, namespace=SECRETS_NS, labels={"app": "bench", "shard": str(i % 16)})
+        await client.create(Secret(metadata=meta, data={"payload": payload}))
+
+    await _bounded(max(0, count - have), 32, create)
+
+
+async def _secrets_run(kubeconfig: Path, mode: str) -> dict[str, float]:
+    """One child process caching the Secrets in ``mode``; its figures."""
+    log = LOGS / f"secrets-cache-{mode}.log"
+    argv = [sys.executable, "-m", "benchmarks._secrets_cache", "--kubeconfig", str(kubeconfig)]
+    child = _procs.start(f"secrets-{mode}", [*argv, "--namespace", SECRETS_NS, "--mode", mode], log, cwd=REPO)
+    try:
+        await asyncio.to_thread(child.proc.wait, 900)  # TimeoutExpired past 15 min: stopped below
+    finally:
+        child.stop()
+    lines = log.read_text().splitlines()
+    if child.proc.returncode != 0 or not lines:
+        raise RuntimeError(f"secrets cache ({mode}) failed (exit {child.proc.returncode}):{child.tail()}")
+    figures: dict[str, float] = json.loads(lines[-1])
+    return figures
+
+
+async def _secrets(kubeconfig: Path, args: argparse.Namespace) -> float:
+    """The metadata-only phase (module docstring); returns the RSS ratio."""
+    async with ApiClient(await load_kubeconfig(kubeconfig)) as client:
+        await _secrets_setup(client, args.secrets, args.secret_bytes)
+    runs: dict[str, list[dict[str, float]]] = {"full": [], "metadata": []}
+    for round_no in range(args.secret_runs):
+        for mode in ["full", "metadata"] if round_no % 2 == 0 else ["metadata", "full"]:
+            figures = await _secrets_run(kubeconfig, mode)
+            print(f"  secrets round {round_no + 1}, {mode}: {json.dumps(figures)}", flush=True)
+            runs[mode].append(figures)
+
+    def med(mode: str, key: str) -> float:
+        return _median([r[key] for r in runs[mode]])
+
+    def added(mode: str) -> float:
+        return _median([r["rss_after_mib"] - r["rss_before_mib"] for r in runs[mode]])
+
+    print(
+        f"\nmetadata only: {args.secrets:,} Secrets of {args.secret_bytes:,} B, medians of "
+        f"{args.secret_runs} runs each, one process per run"
+    )
+    print(
+        "{:>10} {:>12} {:>12} {:>12} {:>9}".format(
+            "cached", "RSS before", "RSS synced", "cache adds", "sync s"
+        )
+    )
+    for mode in runs:
+        print(
+            f"{mode:>10} {med(mode, 'rss_before_mib'):>8.0f} MiB {med(mode, 'rss_after_mib'):>8.0f} MiB "
+            f"{added(mode):>8.1f} MiB {med(mode, 'sync_s'):>9.2f}"
+        )
+    return added("metadata") / added("full")
+
+
 def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
 async def bench(kubeconfig: Path, args: argparse.Namespace) -> None:
-    from pyctrl.client import load_kubeconfig
-
     async with ApiClient(await load_kubeconfig(kubeconfig)) as client:
         await _setup(client, args.objects)
         raw_times: list[float] = []
@@ -263,6 +357,8 @@ async def bench(kubeconfig: Path, args: argparse.Namespace) -> None:
         print(f"  {name:<{width}}  {value:>14}  {note}")
     print(f"RATIO initial_sync_vs_raw_list {stream / raw:.3f}")
     print(f"RATIO cache_bytes_per_json_byte {held_per_obj / (stored / count):.3f}")
+    if args.secrets:
+        print(f"RATIO metadata_only_rss_vs_full {await _secrets(kubeconfig, args):.3f}")
 
 
 def main() -> None:

@@ -16,6 +16,10 @@
 - ``watches(kind_or_source, handler)``: any other kind with its handler, or a ready-made source;
 - ``with_event_filter(p)``: a predicate applied to every kind watched by this builder (not to
   ready-made sources, which carry their own predicates);
+- ``only_metadata=True`` on ``for_``/``owns``/``watches`` (controller-runtime
+  ``builder.OnlyMetadata``): that kind is watched and cached as ``PartialObjectMetadata`` (its
+  metadata only; see :mod:`pyctrl.cache`), and its events carry ``PartialObjectMetadata`` objects;
+  the reconciler reads it with ``client.get(PartialObjectMetadata.of(kind), ...)``;
 - options keep the builder's chain flat (keyword options instead of method variants).
 
 Misuse is reported by ``complete`` with ``BuilderError``: no ``for_`` and no name, ``for_`` given
@@ -39,6 +43,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Self
 
+from pyctrl.client.objects import PartialObjectMetadata
 from pyctrl.client.restmapper import StaticRESTMapper
 from pyctrl.client.scheme import Kind as KindType
 from pyctrl.client.scheme import kind_gvk
@@ -92,16 +97,24 @@ class ControllerBuilder:
         self._name: str | None = None
         self._errors: list[str] = []
 
-    def for_(self, kind: KindType, *, predicates: Sequence[PredicateLike] = ()) -> Self:
+    def for_(
+        self, kind: KindType, *, predicates: Sequence[PredicateLike] = (), only_metadata: bool = False
+    ) -> Self:
         if self._for is not None:
             self._errors.append("for_() may only be called once")
-        self._for, self._for_kind = _Watch(kind, None, predicates), kind
+        self._for, self._for_kind = _Watch(_represented(kind, only_metadata), None, predicates), kind
         return self
 
     def owns(
-        self, kind: KindType, *, predicates: Sequence[PredicateLike] = (), only_controller: bool = True
+        self,
+        kind: KindType,
+        *,
+        predicates: Sequence[PredicateLike] = (),
+        only_controller: bool = True,
+        only_metadata: bool = False,
     ) -> Self:
-        self._watches.append(_Watch(kind, None, predicates, owner=True, only_controller=only_controller))
+        target = _represented(kind, only_metadata)
+        self._watches.append(_Watch(target, None, predicates, owner=True, only_controller=only_controller))
         return self
 
     def watches(
@@ -110,8 +123,16 @@ class ControllerBuilder:
         handler: EventHandler | None = None,
         *,
         predicates: Sequence[PredicateLike] = (),
+        only_metadata: bool = False,
     ) -> Self:
-        self._watches.append(_Watch(kind_or_source, handler, predicates))
+        if isinstance(kind_or_source, Source):
+            if only_metadata:
+                self._errors.append(
+                    f"watches({kind_or_source!r}, only_metadata=True): give a kind, not a source"
+                )
+            self._watches.append(_Watch(kind_or_source, handler, predicates))
+        else:
+            self._watches.append(_Watch(_represented(kind_or_source, only_metadata), handler, predicates))
         return self
 
     def with_event_filter(self, predicate: PredicateLike) -> Self:
@@ -187,6 +208,11 @@ class ControllerBuilder:
         else:
             handler = watch.handler
         return Kind(self._mgr.cache, target, handler, predicates)
+
+
+def _represented(kind: KindType, only_metadata: bool) -> KindType:
+    """``kind``, or its metadata-only form (``PartialObjectMetadata.of(kind)``)."""
+    return PartialObjectMetadata.of(kind) if only_metadata else kind
 
 
 #: controller-runtime's conversion webhook path.

@@ -6,9 +6,18 @@ selectors and transforms, ``DefaultTransform`` stripping managedFields).
 
 Guarantees:
 
-- one informer (per namespace when ``namespaces`` is set) per kind, whether the kind is named by
-  its typed class or by its GVK; created on the first ``get_informer``/``index_field``/read, and
-  started at once if the cache runs, else by :meth:`Cache.start`;
+- one informer (per namespace when ``namespaces`` is set) per kind and representation, whether the
+  kind is named by its typed class or by its GVK; created on the first
+  ``get_informer``/``index_field``/read, and started at once if the cache runs, else by
+  :meth:`Cache.start`;
+- the metadata-only representation (``PartialObjectMetadata.of(kind)``, controller-runtime's
+  ``metav1.PartialObjectMetadata`` with the kind's GVK) has informers of its own, listing and
+  watching ``PartialObjectMetadata(List)``: it caches only metadata, and its reads return
+  ``PartialObjectMetadata`` objects. As in controller-runtime, a read (or ``get_informer``) of one
+  representation never answers from the other's informer: a metadata-only read of a kind whose
+  full form is cached starts a metadata informer beside it (one more list and watch), and a full
+  read of a kind cached as metadata only starts a full informer; ``ByObject`` options of a kind
+  apply to both;
 - ``get``/``list`` answer from memory after the kind's informer synced; they raise
   :class:`~pyctrl.client.errors.CacheNotStarted` before ``start()`` and
   :class:`~pyctrl.client.errors.CacheSyncTimeout` when the informer cannot sync within
@@ -46,7 +55,7 @@ from pyctrl.client.errors import (
 )
 from pyctrl.client.gvk import GroupVersionKind
 from pyctrl.client.interfaces import ObjectList, ReaderBase
-from pyctrl.client.objects import KubeObject
+from pyctrl.client.objects import KubeObject, is_metadata_only
 from pyctrl.client.options import GetOptions, ListOptions
 from pyctrl.client.restmapper import RESTMapping
 from pyctrl.client.scheme import Kind, kind_gvk
@@ -166,7 +175,8 @@ class Cache(ReaderBase):
         self._page_size = page_size
         self._sync_timeout = sync_timeout
         self._watch_idle_timeout = watch_idle_timeout
-        self._kinds: dict[GroupVersionKind, KindInformer] = {}
+        # (kind, metadata only?) -> its informers: one per kind and representation.
+        self._kinds: dict[tuple[GroupVersionKind, bool], KindInformer] = {}
         self._lock = asyncio.Lock()
         self._started = False
 
@@ -223,14 +233,14 @@ class Cache(ReaderBase):
 
     async def get_informer(self, kind: Kind) -> KindInformer:
         """The informer(s) of ``kind``, created (and started if the cache runs) on first use."""
-        gvk = kind_gvk(kind)
-        existing = self._kinds.get(gvk)
+        key = (kind_gvk(kind), is_metadata_only(kind))
+        existing = self._kinds.get(key)
         if existing is not None:
             return KindInformer(kind, existing.informers, existing.namespaced)
         async with self._lock:
-            if gvk not in self._kinds:
-                self._kinds[gvk] = await self._create(kind)
-            ki = self._kinds[gvk]
+            if key not in self._kinds:
+                self._kinds[key] = await self._create(kind)
+            ki = self._kinds[key]
         return KindInformer(kind, ki.informers, ki.namespaced)
 
     async def _create(self, kind: Kind) -> KindInformer:

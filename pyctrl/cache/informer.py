@@ -44,6 +44,7 @@ from pyctrl.cache.store import IndexFunc, Store
 from pyctrl.cache.watcher import DEFAULT_IDLE_TIMEOUT, Backoff, Watcher
 from pyctrl.client.errors import KubernetesError
 from pyctrl.client.gvk import GroupVersionKind
+from pyctrl.client.objects import is_metadata_only
 from pyctrl.client.scheme import Kind, kind_gvk
 from pyctrl.client.watch import ListerWatcher
 
@@ -193,7 +194,7 @@ class Informer:
         watch_idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
     ) -> None:
         self.kind = kind
-        self.name = str(kind_gvk(kind).kind)
+        self.name = kind.__name__ if is_metadata_only(kind) else str(kind_gvk(kind).kind)
         self.decode = decoder_for(kind)
         self.store = Store(self.decode)
         self.watcher = Watcher(

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from pyctrl.client.config import Config
+from pyctrl.client.errors import NotAcceptable
 from pyctrl.client.gvk import GroupVersionKind
 from pyctrl.client.interfaces import (
     GetOptions,
@@ -31,7 +32,7 @@ from pyctrl.client.interfaces import (
     WriterBase,
     stored,
 )
-from pyctrl.client.objects import KubeObject
+from pyctrl.client.objects import KubeObject, is_metadata_only
 from pyctrl.client.options import (
     CreateOptions,
     DeleteAllOfOptions,
@@ -49,7 +50,15 @@ from pyctrl.client.subresource import (
     SubResourceClientImpl,
     name_ns,
 )
-from pyctrl.client.watch import RESTListerWatcher, WatchBase, with_type_meta
+from pyctrl.client.watch import (
+    ACCEPT_METADATA,
+    ACCEPT_METADATA_LIST,
+    RESTListerWatcher,
+    WatchBase,
+    metadata_not_served,
+    require_metadata,
+    with_type_meta,
+)
 
 __all__ = ["ApiClient"]
 
@@ -112,11 +121,18 @@ class ApiClient(ReaderBase, WriterBase, WatchBase):
     async def _get(self, kind: Kind, name: str, opts: GetOptions) -> Any:
         mapping = await self.mapping(kind)
         path = resource_path(mapping, namespace=opts.namespace, name=name)
+        if is_metadata_only(kind):
+            return decode(kind, await self._get_metadata(HTTPRequest("GET", path, accept=ACCEPT_METADATA)))
         return decode(kind, await self.transport.send(HTTPRequest("GET", path)))
 
     async def _list(self, kind: Kind, opts: ListOptions) -> ObjectList[Any]:
         _, path = await self._collection(kind, opts)
-        doc = parse_json(await self.transport.send(HTTPRequest("GET", path, opts.query())), f"GET {path}")
+        if is_metadata_only(kind):
+            doc = await self._get_metadata(
+                HTTPRequest("GET", path, opts.query(), accept=ACCEPT_METADATA_LIST)
+            )
+        else:
+            doc = parse_json(await self.transport.send(HTTPRequest("GET", path, opts.query())), f"GET {path}")
         meta = doc.get("metadata") or {}
         return ObjectList(
             decode_list_items(kind, doc.get("items") or []),
@@ -124,6 +140,20 @@ class ApiClient(ReaderBase, WriterBase, WatchBase):
             meta.get("continue") or None,
             meta.get("remainingItemCount"),
         )
+
+    async def _get_metadata(self, request: HTTPRequest) -> dict[str, Any]:
+        """A metadata-only GET (``request.accept`` names the representation), checked."""
+        what = f"GET {request.path}"
+        wanted = (
+            "PartialObjectMetadataList" if request.accept == ACCEPT_METADATA_LIST else "PartialObjectMetadata"
+        )
+        try:
+            body = await self.transport.send(request)
+        except NotAcceptable as exc:
+            raise metadata_not_served(exc, wanted, what) from exc
+        doc: dict[str, Any] = parse_json(body, what)
+        require_metadata(doc, wanted, what)
+        return doc
 
     # -- Writer ---------------------------------------------------------------------------------
     async def _create(self, obj: ObjT, opts: CreateOptions) -> ObjT:
@@ -162,4 +192,4 @@ class ApiClient(ReaderBase, WriterBase, WatchBase):
     async def list_watcher(self, kind: Kind, options: ListOptions) -> RESTListerWatcher:
         """The raw list/watch source of ``kind`` for an informer."""
         _, path = await self._collection(kind, options)
-        return RESTListerWatcher(self.transport, path, options)
+        return RESTListerWatcher(self.transport, path, options, metadata_only=is_metadata_only(kind))

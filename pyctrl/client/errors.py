@@ -13,6 +13,7 @@ Hierarchy::
     │   ├── Forbidden                    403
     │   ├── NotFound                     404
     │   ├── MethodNotAllowed             405
+    │   ├── NotAcceptable                406 (e.g. a representation the server does not serve)
     │   ├── AlreadyExists                409, reason AlreadyExists
     │   ├── Conflict                     409, reason Conflict (stale resourceVersion, apply conflict)
     │   ├── Gone                         410, reason Gone (resourceVersion too old)
@@ -63,6 +64,7 @@ __all__ = [
     "Invalid",
     "KubernetesError",
     "MethodNotAllowed",
+    "NotAcceptable",
     "NotFound",
     "RequestEntityTooLarge",
     "RequestTimeout",
@@ -205,6 +207,10 @@ class Gone(ApiError, code=410):
 
 class Expired(Gone, reasons=("Expired",)):
     """Reason ``Expired``: a continue token or watch resourceVersion expired."""
+
+
+class NotAcceptable(ApiError, code=406):
+    """406: the server cannot answer in the representation asked for (the ``Accept`` header)."""
 
 
 class RequestEntityTooLarge(ApiError, code=413): ...

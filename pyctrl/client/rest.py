@@ -99,6 +99,9 @@ class HTTPRequest:
     #: Client-side timeout in seconds; ``None``: the config's. For :meth:`HTTPTransport.stream`, the
     #: longest silence allowed between two chunks instead; ``None``: no bound.
     timeout: float | None = None
+    #: The ``Accept`` header; ``None``: ``application/json`` (another value asks for another
+    #: representation, e.g. ``PartialObjectMetadataList``).
+    accept: str | None = None
 
 
 class HTTPTransport(Protocol):
@@ -188,8 +191,8 @@ class Transport:
             await self._session.close()
             self._session = None
 
-    async def _headers(self, content_type: str | None) -> dict[str, str]:
-        headers: dict[str, str] = {}
+    async def _headers(self, content_type: str | None, accept: str | None) -> dict[str, str]:
+        headers: dict[str, str] = {"Accept": accept} if accept else {}
         auth = await self.config.authorization()
         if auth:
             headers["Authorization"] = auth
@@ -209,6 +212,7 @@ class Transport:
         body: bytes | None,
         content_type: str | None,
         request_timeout: float | None,
+        accept: str | None,
     ) -> bytes:
         if self._limiter is not None:
             await self._limiter.acquire()
@@ -220,7 +224,7 @@ class Transport:
                 url,
                 params=params,
                 data=body,
-                headers=await self._headers(content_type),
+                headers=await self._headers(content_type, accept),
                 timeout=aiohttp.ClientTimeout(
                     total=request_timeout, sock_connect=self.config.connect_timeout
                 ),
@@ -252,6 +256,7 @@ class Transport:
         body: bytes | None = None,
         content_type: str | None = None,
         request_timeout: float | None = None,
+        accept: str | None = None,
     ) -> bytes:
         """Send one request (with the retries described in the module docstring); return the body."""
         query = _params(params)
@@ -260,7 +265,13 @@ class Transport:
         while True:
             try:
                 return await self._once(
-                    method, path, params=query, body=body, content_type=content_type, request_timeout=timeout
+                    method,
+                    path,
+                    params=query,
+                    body=body,
+                    content_type=content_type,
+                    request_timeout=timeout,
+                    accept=accept,
                 )
             except (TransportError, ApiError) as exc:
                 delay = self._retry_delay(method, exc, attempt)
@@ -298,6 +309,7 @@ class Transport:
             body=r.body,
             content_type=r.content_type,
             request_timeout=r.timeout,
+            accept=r.accept,
         )
 
     def stream_lines(
@@ -325,7 +337,7 @@ class Transport:
                 url,
                 params=_params(request.params),
                 data=request.body,
-                headers=await self._headers(request.content_type),
+                headers=await self._headers(request.content_type, request.accept),
                 timeout=timeout,
                 server_hostname=self.config.tls_server_name,
             ) as resp:

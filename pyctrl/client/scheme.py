@@ -80,6 +80,8 @@ def kind_gvk(kind: Kind) -> GroupVersionKind:
         gvk = getattr(kind, "gvk", None)
         if isinstance(gvk, GroupVersionKind):
             return gvk
+        if kind.__qualname__ == "PartialObjectMetadata":
+            raise UnknownKind("PartialObjectMetadata names no kind: use PartialObjectMetadata.of(kind)")
         raise UnknownKind(f"{kind.__qualname__} has no 'gvk' class attribute")
     raise UnknownKind(f"not a kind: {kind!r} (pass a KubeObject subclass or a GroupVersionKind)")
 

@@ -12,7 +12,11 @@ Guarantees:
 - ``BOOKMARK`` events are passed through (they carry only a resourceVersion and, for a streaming
   list, the ``k8s.io/initial-events-end`` annotation);
 - :class:`RESTListerWatcher` lists and watches one kind with fixed namespace and selectors, raw
-  (parsed dicts, no typed decoding): the reflector keeps bytes, so typing would be wasted work.
+  (parsed dicts, no typed decoding): the reflector keeps bytes, so typing would be wasted work;
+- ``metadata_only=True`` asks for the ``PartialObjectMetadata(List)`` representation
+  (:data:`ACCEPT_METADATA_LIST` / :data:`ACCEPT_METADATA`, client-go ``metadata`` client's JSON
+  media types, without a fallback to the full form) and checks what came back: a 406, or an answer
+  in another representation, raises :class:`~pyctrl.client.errors.NotAcceptable` naming the path.
 """
 
 from __future__ import annotations
@@ -25,14 +29,16 @@ from typing import Any, Generic, Literal, Protocol, TypeVar, Unpack, overload
 
 import orjson
 
-from pyctrl.client.errors import TransportError, api_error_from_status
+from pyctrl.client.errors import NotAcceptable, TransportError, api_error_from_status, failure_status
 from pyctrl.client.gvk import GroupVersionKind
-from pyctrl.client.objects import KubeObject
+from pyctrl.client.objects import KubeObject, PartialObjectMetadata
 from pyctrl.client.options import ListKwargs, ListOptions
 from pyctrl.client.rest import HTTPRequest, HTTPTransport, parse_json
 from pyctrl.client.scheme import Kind, decode, kind_gvk
 
 __all__ = [
+    "ACCEPT_METADATA",
+    "ACCEPT_METADATA_LIST",
     "INITIAL_EVENTS_END",
     "EventType",
     "ListerWatcher",
@@ -41,7 +47,9 @@ __all__ = [
     "RawList",
     "WatchBase",
     "WatchEvent",
+    "metadata_not_served",
     "parse_event",
+    "require_metadata",
 ]
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
@@ -97,11 +105,38 @@ class ListerWatcher(Protocol):
     ) -> AsyncIterator[RawEvent]: ...
 
 
-class RESTListerWatcher:
-    """Lists and watches a collection path on the apiserver."""
+#: ``Accept`` of the metadata-only representations (client-go ``metadata`` client's JSON ones).
+ACCEPT_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+ACCEPT_METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 
-    def __init__(self, transport: HTTPTransport, path: str, options: ListOptions) -> None:
+
+def require_metadata(doc: dict[str, Any], kind: str, what: str) -> None:
+    """Raise :class:`NotAcceptable` unless ``doc`` is a ``kind`` (``PartialObjectMetadata(List)``)."""
+    if doc.get("kind") != kind or doc.get("apiVersion") != PartialObjectMetadata.API_VERSION:
+        got = f"{doc.get('apiVersion')}/{doc.get('kind')}"
+        raise NotAcceptable(
+            failure_status(
+                "NotAcceptable", 406, f"{what}: the server answered {got}, not the {kind} asked for"
+            )
+        )
+
+
+def metadata_not_served(exc: NotAcceptable, kind: str, what: str) -> NotAcceptable:
+    """The apiserver's 406 for a metadata-only request, saying what was asked."""
+    return NotAcceptable(
+        failure_status("NotAcceptable", 406, f"{what}: the server does not serve {kind}: {exc.message}")
+    )
+
+
+class RESTListerWatcher:
+    """Lists and watches a collection path on the apiserver (``metadata_only``: the
+    ``PartialObjectMetadata`` representation, checked; :class:`NotAcceptable` if not served)."""
+
+    def __init__(
+        self, transport: HTTPTransport, path: str, options: ListOptions, *, metadata_only: bool = False
+    ) -> None:
         self._transport, self._path = transport, path
+        self._metadata_only = metadata_only
         self._selectors = {
             "labelSelector": str(options.label_selector) or None,
             "fieldSelector": str(options.field_selector) or None,
@@ -114,8 +149,18 @@ class RESTListerWatcher:
             "limit": limit,
             "continue": continue_,
         }
-        body = await self._transport.send(HTTPRequest("GET", self._path, params))
-        doc = parse_json(body, f"list {self._path}")
+        what = f"list {self._path}"
+        if not self._metadata_only:
+            doc = parse_json(await self._transport.send(HTTPRequest("GET", self._path, params)), what)
+        else:
+            try:
+                body = await self._transport.send(
+                    HTTPRequest("GET", self._path, params, accept=ACCEPT_METADATA_LIST)
+                )
+            except NotAcceptable as exc:
+                raise metadata_not_served(exc, "PartialObjectMetadataList", what) from exc
+            doc = parse_json(body, what)
+            require_metadata(doc, "PartialObjectMetadataList", what)
         meta = doc.get("metadata") or {}
         return RawList(
             doc.get("items") or [], str(meta.get("resourceVersion", "")), meta.get("continue") or None
@@ -134,10 +179,23 @@ class RESTListerWatcher:
         if send_initial_events:
             params["sendInitialEvents"] = True
             params["resourceVersionMatch"] = "NotOlderThan"
-        lines = self._transport.stream(HTTPRequest("GET", self._path, params, timeout=timeout_seconds + 30))
+        accept = ACCEPT_METADATA if self._metadata_only else None
+        request = HTTPRequest("GET", self._path, params, timeout=timeout_seconds + 30, accept=accept)
+        what = f"watch {self._path}"
+        lines = self._transport.stream(request)
         async with contextlib.aclosing(lines):  # an error event must close the HTTP stream at once
-            async for line in lines:
-                yield parse_event(line)
+            while True:
+                try:
+                    event = parse_event(await anext(lines))
+                except StopAsyncIteration:
+                    return
+                except NotAcceptable as exc:
+                    if accept:
+                        raise metadata_not_served(exc, "PartialObjectMetadata", what) from exc
+                    raise
+                if accept and event.type != "BOOKMARK":
+                    require_metadata(event.object, "PartialObjectMetadata", what)
+                yield event
 
 
 def with_type_meta(item: dict[str, Any], gvk: GroupVersionKind) -> dict[str, Any]:

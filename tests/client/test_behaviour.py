@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from typing import Any, cast
 
 import pytest
 
@@ -15,14 +17,19 @@ from pyctrl.client import (
     MergeFrom,
     NotFound,
     ObjectMeta,
+    PartialObjectMetadata,
     PatchType,
     Preconditions,
     RawPatch,
     Scale,
+    Secret,
     Service,
+    UnknownKind,
     UnsupportedMediaType,
 )
 from pyctrl.client.objects import ServicePort, ServiceSpec
+from pyctrl.client.scheme import kind_gvk
+from pyctrl.client.watch import WatchBase
 from tests.client.support import Backend, Widget, WidgetSpec, WidgetStatus
 
 CM_GVK = GroupVersionKind("", "v1", "ConfigMap")
@@ -307,3 +314,58 @@ async def test_status_apply_changes_only_the_status(backend: Backend) -> None:
     applied = await backend.client.status().apply(w, field_manager="ctrl")
     assert applied.spec == WidgetSpec(color="red")
     assert applied.status == WidgetStatus(phase="Ready")
+
+
+# -- metadata-only reads (PartialObjectMetadata) ---------------------------------------------------
+
+
+def secret(ns: str, name: str, labels: dict[str, str] | None = None) -> Secret:
+    return Secret(metadata=ObjectMeta(name=name, namespace=ns, labels=labels), data={"key": "c2VjcmV0"})
+
+
+async def test_metadata_only_get_and_list_return_only_metadata_with_the_kinds_type_meta(
+    backend: Backend,
+) -> None:
+    ns = backend.namespace
+    created = await backend.client.create(secret(ns, "s1", {"app": "x"}))
+    await backend.client.create(secret(ns, "s2", {"app": "y"}))
+    meta_kind = PartialObjectMetadata.of(Secret)
+    got = await backend.client.get(meta_kind, "s1", namespace=ns)
+    assert isinstance(got, PartialObjectMetadata)
+    assert (got.api_version, got.kind) == ("v1", "Secret")
+    assert got.metadata.uid == created.metadata.uid
+    assert got.metadata.labels == {"app": "x"}
+    assert "data" not in got.model_dump(by_alias=True)  # the payload never arrived
+    listed = await backend.client.list(meta_kind, namespace=ns, labels={"app": "y"})
+    assert [(s.kind, s.name, s.metadata.labels) for s in listed.items] == [("Secret", "s2", {"app": "y"})]
+    assert all("data" not in s.model_dump(by_alias=True) for s in listed.items)
+    assert listed.resource_version
+    with pytest.raises(NotFound):
+        await backend.client.get(meta_kind, "missing", namespace=ns)
+
+
+async def test_a_metadata_only_watch_streams_partial_objects(backend: Backend) -> None:
+    ns = backend.namespace
+    start = (await backend.client.list(PartialObjectMetadata.of(Secret), namespace=ns)).resource_version
+    await backend.client.create(secret(ns, "w", {"app": "x"}))
+    watcher = cast(WatchBase, backend.client)  # ApiClient and FakeClient both are
+    events = watcher.watch(PartialObjectMetadata.of(Secret), namespace=ns, resource_version=start)
+    async with contextlib.aclosing(events):
+        async for event in events:
+            if event.type == "BOOKMARK":
+                continue
+            assert event.type == "ADDED"
+            assert (event.object.kind, event.object.name) == ("Secret", "w")
+            assert event.object.metadata.labels == {"app": "x"}
+            assert "data" not in event.object.model_dump(by_alias=True)
+            break
+
+
+def test_the_metadata_only_kind_of_a_kind_is_one_class_and_needs_a_kind() -> None:
+    assert PartialObjectMetadata.of(Secret) is PartialObjectMetadata.of(Secret)
+    assert PartialObjectMetadata.of(PartialObjectMetadata.of(Secret)) is PartialObjectMetadata.of(Secret)
+    assert PartialObjectMetadata.of(CM_GVK).gvk == CM_GVK
+    with pytest.raises(UnknownKind, match=r"use PartialObjectMetadata.of\(kind\)"):
+        kind_gvk(PartialObjectMetadata)
+    with pytest.raises(TypeError, match="pass a typed kind or a GroupVersionKind"):
+        PartialObjectMetadata.of(cast(Any, "Secret"))

@@ -33,7 +33,7 @@ from pyctrl.client.interfaces import (
     WriterBase,
     stored,
 )
-from pyctrl.client.objects import KubeObject
+from pyctrl.client.objects import KubeObject, PartialObjectMetadata, is_metadata_only
 from pyctrl.client.options import (
     CreateOptions,
     DeleteAllOfOptions,
@@ -105,11 +105,13 @@ class FakeClient(ReaderBase, WriterBase, WatchBase):
 
     # -- Reader ---------------------------------------------------------------------------------
     async def _get(self, kind: Kind, name: str, opts: GetOptions) -> Any:
-        return decode(kind, self.core.get(kind_gvk(kind), name, opts.namespace))
+        found = self.core.get(kind_gvk(kind), name, opts.namespace)
+        return decode(kind, _partial(found) if is_metadata_only(kind) else found)
 
     async def _list(self, kind: Kind, opts: ListOptions) -> ObjectList[Any]:
         found = self.core.list(kind_gvk(kind), opts)
-        found.items = [decode(kind, item) for item in found.items]
+        items = [_partial(item) for item in found.items] if is_metadata_only(kind) else found.items
+        found.items = [decode(kind, item) for item in items]
         return found
 
     # -- Writer ---------------------------------------------------------------------------------
@@ -143,7 +145,20 @@ class FakeClient(ReaderBase, WriterBase, WatchBase):
         return self.core.rest_mapping(kind_gvk(kind))
 
     async def list_watcher(self, kind: Kind, options: ListOptions) -> _FakeListerWatcher:
-        return _FakeListerWatcher(self.core, kind_gvk(kind), options)
+        return _FakeListerWatcher(self.core, kind_gvk(kind), options, metadata_only=is_metadata_only(kind))
+
+
+def _as_is(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj
+
+
+def _partial(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` as the apiserver's ``PartialObjectMetadata`` representation shows it."""
+    return {
+        "apiVersion": PartialObjectMetadata.API_VERSION,
+        "kind": "PartialObjectMetadata",
+        "metadata": obj["metadata"],
+    }
 
 
 class _FakeSubResource:
@@ -202,12 +217,16 @@ class _FakeSubResource:
 class _FakeListerWatcher:
     """The fake's informer source: lists and watches the tracker."""
 
-    def __init__(self, core: FakeCore, gvk: GroupVersionKind, options: ListOptions) -> None:
+    def __init__(
+        self, core: FakeCore, gvk: GroupVersionKind, options: ListOptions, *, metadata_only: bool = False
+    ) -> None:
         self._core, self._gvk, self._opts = core, gvk, options
+        # What the objects look like on the wire.
+        self._shown: Callable[[dict[str, Any]], dict[str, Any]] = _partial if metadata_only else _as_is
 
     async def list(self, *, resource_version: str, limit: int | None, continue_: str | None) -> RawList:
         found = self._core.list(self._gvk, self._opts.page(limit, continue_))
-        return RawList(found.items, found.resource_version, found.continue_)
+        return RawList([self._shown(item) for item in found.items], found.resource_version, found.continue_)
 
     async def watch(
         self, *, resource_version: str, timeout_seconds: int, send_initial_events: bool = False
@@ -218,7 +237,7 @@ class _FakeListerWatcher:
             since = tracker.resource_version
             for item in self._core.list(self._gvk, self._opts.page(None, None)).items:
                 matching.add((item["metadata"].get("namespace", ""), item["metadata"]["name"]))
-                yield RawEvent("ADDED", item)
+                yield RawEvent("ADDED", self._shown(item))
             yield RawEvent(
                 "BOOKMARK",
                 {"metadata": {"resourceVersion": str(since), "annotations": {INITIAL_EVENTS_END: "true"}}},
@@ -241,9 +260,9 @@ class _FakeListerWatcher:
                                 matching.discard(key)
                             else:
                                 matching.add(key)
-                            yield RawEvent(event, obj)  # type: ignore[arg-type]
+                            yield RawEvent(event, self._shown(obj))  # type: ignore[arg-type]
                         elif key in matching:
                             matching.discard(key)
-                            yield RawEvent("DELETED", obj)
+                            yield RawEvent("DELETED", self._shown(obj))
         finally:
             tracker.unsubscribe(sub)

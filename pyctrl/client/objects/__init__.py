@@ -35,6 +35,8 @@ from pyctrl.client.objects.meta import (
     ObjectMeta,
     ObjectReference,
     OwnerReference,
+    PartialObjectMetadata,
+    is_metadata_only,
 )
 from pyctrl.client.objects.workloads import (
     Lease,
@@ -88,6 +90,7 @@ __all__ = [
     "ObjectMeta",
     "ObjectReference",
     "OwnerReference",
+    "PartialObjectMetadata",
     "PersistentVolumeClaim",
     "PersistentVolumeClaimSpec",
     "PersistentVolumeClaimStatus",
@@ -112,4 +115,5 @@ __all__ = [
     "StatefulSetStatus",
     "Volume",
     "VolumeMount",
+    "is_metadata_only",
 ]

@@ -27,7 +27,7 @@ A user CRD subclasses :class:`KubeObject`, sets ``gvk`` and declares ``spec``/``
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
@@ -43,6 +43,8 @@ __all__ = [
     "ObjectMeta",
     "ObjectReference",
     "OwnerReference",
+    "PartialObjectMetadata",
+    "is_metadata_only",
 ]
 
 
@@ -146,3 +148,64 @@ class KubeObject(KubeModel):
     def namespace(self) -> str:
         """``metadata.namespace`` (empty string for cluster-scoped or unset)."""
         return self.metadata.namespace or ""
+
+
+class PartialObjectMetadata(KubeObject):
+    """``metav1.PartialObjectMetadata``: only the TypeMeta and ObjectMeta of an object of some kind.
+
+    Name the metadata-only form of a kind with :meth:`of` wherever a kind is taken (reads, watches,
+    the cache, ``owns``/``watches(..., only_metadata=True)`` build it for you)::
+
+        secrets = await client.list(PartialObjectMetadata.of(Secret), namespace="ns")
+        secrets.items[0].kind           # "Secret": TypeMeta is the kind's, as controller-runtime sets it
+        secrets.items[0].metadata.labels
+
+    The apiserver sends such objects when asked for the ``PartialObjectMetadata(List)``
+    representation (``Accept: application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1``),
+    so a list of 4 KiB Secrets transfers and caches only their metadata.
+    """
+
+    #: The ``apiVersion`` and ``kind`` the apiserver gives the metadata-only representation.
+    API_VERSION: ClassVar[str] = "meta.k8s.io/v1"
+    _of: ClassVar[dict[GroupVersionKind, type[PartialObjectMetadata]]] = {}
+
+    @classmethod
+    def of(cls, kind: type[KubeObject] | GroupVersionKind) -> type[PartialObjectMetadata]:
+        """The metadata-only kind of ``kind`` (one class per GVK; ``of`` of one is itself)."""
+        if isinstance(kind, type) and issubclass(kind, PartialObjectMetadata) and "gvk" in kind.__dict__:
+            return kind
+        if isinstance(kind, GroupVersionKind):
+            gvk = kind
+        elif (
+            isinstance(kind, type)
+            and issubclass(kind, KubeObject)
+            and isinstance(getattr(kind, "gvk", None), GroupVersionKind)
+        ):
+            gvk = kind.gvk
+        else:
+            raise TypeError(f"PartialObjectMetadata.of({kind!r}): pass a typed kind or a GroupVersionKind")
+        found = PartialObjectMetadata._of.get(gvk)
+        if found is None:
+            name = f"PartialObjectMetadata[{gvk.kind}]"
+            found = type(
+                name, (PartialObjectMetadata,), {"gvk": gvk, "__qualname__": name, "__module__": __name__}
+            )
+            PartialObjectMetadata._of[gvk] = found
+        return found
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kind_type_meta(cls, data: Any) -> Any:
+        # The apiserver answers with apiVersion meta.k8s.io/v1, kind PartialObjectMetadata; the
+        # object stands for one of its kind, so it gets that kind's TypeMeta (controller-runtime's
+        # metadata informers and client set the GVK the same way).
+        gvk = cls.__dict__.get("gvk")
+        if isinstance(data, dict) and isinstance(gvk, GroupVersionKind):
+            data = {**data, "apiVersion": gvk.api_version, "kind": gvk.kind}
+            data.pop("api_version", None)
+        return data
+
+
+def is_metadata_only(kind: object) -> TypeGuard[type[PartialObjectMetadata]]:
+    """Whether ``kind`` is a metadata-only kind (``PartialObjectMetadata.of(...)``)."""
+    return isinstance(kind, type) and issubclass(kind, PartialObjectMetadata)

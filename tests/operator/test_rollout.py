@@ -275,6 +275,9 @@ async def test_raising_storage_size_expands_every_volume_in_place_and_lowering_i
             pv = grown.envtest.http.get(f"/api/v1/persistentvolumes/{volume}")
             assert pv["spec"]["capacity"]["storage"] == "2Gi"
         assert _restarts(grown) == before, "no pod restarted"
+        sts = grown.envtest.http.get(f"/apis/apps/v1/namespaces/{grown.namespace}/statefulsets/grown")
+        (template,) = sts["spec"]["volumeClaimTemplates"]  # immutable: kept as created
+        assert template["spec"]["resources"]["requests"]["storage"] == "1Gi"
         assert grown.status()["updateRevision"] == revision
         assert await grown.ready(2)
 

@@ -62,13 +62,6 @@ _CLUSTER_RULES: list[JsonValue] = [
         "fieldPath": ".replicas",
     },
     {
-        # backups hold one RDB of the one master (examples/rediscluster/backup/): not yet per shard
-        "rule": "self.mode != 'cluster' || !has(self.restoreFrom)",
-        "message": "spec.restoreFrom is not supported in cluster mode yet (a backup is one RDB, "
-        "not one per shard)",
-        "fieldPath": ".restoreFrom",
-    },
-    {
         "rule": "self.mode != 'cluster' || !has(self.tls)",
         "message": "spec.tls is not supported in cluster mode yet",
         "fieldPath": ".tls",

@@ -147,7 +147,9 @@ class RedisClusterReconciler:
         self.rollout = Rollout(client, recorder)
         self.live_config = LiveConfig(recorder)
         self.volumes = VolumeExpander(client, api_reader, recorder)
-        self.cluster_mode = ClusterModeReconciler(client, recorder, slot_mover, io_timeout=io_timeout)
+        self.cluster_mode = ClusterModeReconciler(
+            client, recorder, slot_mover, io_timeout=io_timeout, backup_image=backup_image
+        )
         #: (namespace, cluster) -> the CA of its last TLS Secret that passed the checks
         self._tls_ca: dict[tuple[str, str], str] = {}
         #: (namespace, cluster) -> the Secrets its spec names (the Secret watch maps back through it)

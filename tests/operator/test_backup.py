@@ -22,7 +22,14 @@ from pyctrl.envtest import Environment
 from pyctrl.envtest.objectstore import ObjectStore
 from pyctrl.testing import eventually
 from tests.backup.conftest import BUCKET, object_store
-from tests.operator.conftest import Cluster, RunningOperator
+from tests.operator.conftest import Cluster, OperatorFactory, RunningOperator
+from tests.operator.test_cluster_mode import (
+    all_seeds_readable,
+    assert_check_clean,
+    cluster_check,
+    cluster_ready,
+    fill,
+)
 
 __all__ = ["object_store"]  # the session fixture, used here
 
@@ -481,6 +488,20 @@ def operator_subprocess(kubeconfig: Path, namespace: str, log: Path) -> subproce
         )
 
 
+async def slow_backup(c: Cluster, store: ObjectStore, keys: int) -> Backups:
+    """A running 1-replica cluster ``c`` holding ``keys`` keys whose snapshot takes 100 µs a key,
+    and the RedisBackup of the same name to S3: its Job runs for seconds."""
+    c.create(replicas=1, downAfterMilliseconds=QUIET_DOWN_AFTER_MS, redisConfig={"rdb-key-save-delay": "100"})
+    await eventually(lambda: c.ready(1), within=120, what="Running", interval=0.2)
+    client = await c.redis(str(c.status()["currentMaster"]))
+    await load_keys(client, keys)
+    await client.aclose()
+    create_s3_secret(c.envtest, c.namespace, store.access_key, store.secret_key)
+    b = Backups(c.envtest, c.namespace)
+    b.create(c.name, c.name, s3_destination(store))
+    return b
+
+
 async def test_an_operator_killed_while_a_backup_job_runs_completes_it_once_after_restart(
     operator_kubeconfig: Path,
     cluster_factory: Callable[[str], Cluster],
@@ -492,15 +513,7 @@ async def test_an_operator_killed_while_a_backup_job_runs_completes_it_once_afte
     try:
         c = cluster_factory("slow")
         envtest = c.envtest
-        # 100 µs per key while the snapshot is written: the backup Job runs for seconds
-        c.create(replicas=1, redisConfig={"rdb-key-save-delay": "100"})
-        await eventually(lambda: c.ready(1), within=120, what="Running", interval=0.2)
-        client = await c.redis(str(c.status()["currentMaster"]))
-        await load_keys(client, 60_000)
-        await client.aclose()
-        create_s3_secret(envtest, namespace, object_store.access_key, object_store.secret_key)
-        b = Backups(envtest, namespace)
-        b.create("slow", "slow", s3_destination(object_store))
+        b = await slow_backup(c, object_store, 60_000)
         pods = f"/api/v1/namespaces/{namespace}/pods?labelSelector=job-name%3Dslow-backup"
 
         async def job_pod_running() -> bool:
@@ -529,16 +542,152 @@ async def test_an_operator_killed_while_a_backup_job_runs_completes_it_once_afte
             proc.wait(10)
 
 
-async def test_cluster_mode_is_refused_until_backups_per_shard_exist(
-    operator: RunningOperator, cluster_factory: Callable[[str], Cluster], envtest: Environment, namespace: str
+def check_stored_per_shard(
+    store: ObjectStore, folder: str, status: dict[str, Any], shards: list[dict[str, Any]]
 ) -> None:
-    sharded = cluster_factory("sharded")
-    with pytest.raises(Exception, match="restoreFrom is not supported in cluster mode") as refused:
-        sharded.create(mode="cluster", restoreFrom={"backupName": "any"})
-    assert "422" in str(refused.value)
-    sharded.create(mode="cluster")
+    """The manifest and one RDB per shard in ``folder``, agreeing with ``status`` and the cluster's
+    ``shards`` (each taken from its shard's replica)."""
+    s3 = store.client()
+    manifest_body = s3.get_object(Bucket=BUCKET, Key=f"{folder}/manifest.json")["Body"].read()
+    assert status["location"] == f"s3://{BUCKET}/{folder}/manifest.json"
+    assert status["sha256"] == hashlib.sha256(manifest_body).hexdigest()
+    manifest = json.loads(manifest_body)
+    total = 0
+    for shard, backed, entry in zip(shards, status["shards"], manifest["shards"], strict=True):
+        body = s3.get_object(Bucket=BUCKET, Key=f"{folder}/shard-{shard['index']}.rdb")["Body"].read()
+        assert body.startswith(b"REDIS")
+        digest = hashlib.sha256(body).hexdigest()
+        assert backed["index"] == entry["shard"] == shard["index"]
+        assert backed["sourcePod"] == shard["replicas"][0]  # from the shard's replica
+        assert backed["slots"] == entry["slots"] == shard["slots"]
+        assert (
+            (backed["sizeBytes"], backed["sha256"])
+            == (entry["sizeBytes"], entry["sha256"])
+            == (len(body), digest)
+        )
+        total += len(body)
+    assert status["sizeBytes"] == total
+
+
+async def dbsize(c: Cluster, pod: str) -> int:
+    client = await c.redis(pod)
+    try:
+        return int(await client.dbsize())
+    finally:
+        await client.aclose()
+
+
+async def test_a_cluster_mode_backup_holds_one_rdb_per_shard_and_a_restore_gives_each_shard_its_keys(
+    operator: RunningOperator,
+    cluster_factory: Callable[[str], Cluster],
+    envtest: Environment,
+    namespace: str,
+    object_store: ObjectStore,
+) -> None:
+    src = cluster_factory("sharded")
+    src.create(mode="cluster", shards=3, replicasPerShard=1, downAfterMilliseconds=QUIET_DOWN_AFTER_MS)
+    await eventually(lambda: cluster_ready(src, 3), within=150, what="3 shards Running", interval=0.3)
+    await fill(src.pod_ip("sharded-0"), 3000)
+    shards = src.status()["shards"]
+    for shard in shards:  # each replica has its shard's keys before the snapshot
+        client = await src.redis(shard["master"])
+        try:
+            assert await client.wait(1, 5000) == 1
+        finally:
+            await client.aclose()
+    create_s3_secret(envtest, namespace, object_store.access_key, object_store.secret_key)
     b = Backups(envtest, namespace)
-    b.create("of-shards", "sharded", {"pvc": {"claimName": "nope"}})
-    status = await eventually(lambda: b.finished("of-shards"), within=60, what="of-shards done", interval=0.5)
-    assert status["phase"] == "Failed"
-    assert "cluster mode: backups per shard are not implemented" in status["message"]
+    b.create("per-shard", "sharded", s3_destination(object_store))
+    status = await eventually(
+        lambda: b.finished("per-shard"), within=180, what="per-shard finished", interval=0.5
+    )
+    assert status["phase"] == "Succeeded", status
+    check_stored_per_shard(object_store, f"redis/{namespace}/per-shard", status, shards)
+    # a restore into a cluster of another mode is refused with its reason; nothing starts
+    wrong = cluster_factory("wrong")
+    wrong.create(replicas=1, restoreFrom={"backupName": "per-shard"})
+    # the restore: each shard's first pod seeded from its shard's RDB, the replica syncing from it
+    dst = cluster_factory("copy")
+    dst.create(
+        mode="cluster",
+        shards=3,
+        replicasPerShard=1,
+        downAfterMilliseconds=QUIET_DOWN_AFTER_MS,
+        restoreFrom={"backupName": "per-shard"},
+    )
+    await eventually(
+        lambda: cluster_ready(dst, 3), within=180, what="the restored shards Running", interval=0.5
+    )
+
+    async def restored() -> dict[str, Any] | None:
+        cond = condition(dst.status(), "Restored")
+        return cond if cond is not None and cond["status"] == "True" else None
+
+    cond = await eventually(restored, within=60, what="Restored", interval=0.5)
+    assert status["sha256"] in cond["message"]
+    assert [s["slots"] for s in dst.status()["shards"]] == [s["slots"] for s in shards]  # each shard its own
+
+    async def nodes_agree() -> bool:  # the seeded masters' claims spread by gossip
+        try:
+            assert_check_clean(await cluster_check(dst.pod_ip("copy-0")), masters=3)
+        except AssertionError:
+            return False
+        return True
+
+    await eventually(nodes_agree, within=60, what="redis-cli --cluster check clean", interval=1)
+    assert await all_seeds_readable(dst.pod_ip("copy-0"), 3000) == []
+    for before, after in zip(shards, dst.status()["shards"], strict=True):  # each shard its keys
+        want = await dbsize(src, before["master"])
+        assert want > 0
+        for pod in (after["master"], *after["replicas"]):  # the replica synced from its seeded master
+            assert await dbsize(dst, pod) == want, pod
+    # deleting the RedisBackup removes every shard's RDB and the manifest from the store
+    envtest.http.request("DELETE", f"{b.base}/per-shard")
+
+    async def store_emptied() -> bool:
+        listed = object_store.client().list_objects_v2(Bucket=BUCKET, Prefix="redis/")
+        return not [o for o in listed.get("Contents", []) if o["Key"].startswith(f"redis/{namespace}/")]
+
+    await eventually(store_emptied, within=90, what="the backup's objects deleted", interval=0.5)
+    refused = condition(wrong.status(), "Restored")
+    assert refused is not None
+    assert refused["reason"] == "RestoreFailed"
+    assert "holds one RDB per shard of 3 shards" in refused["message"]
+    sts = envtest.http.get(f"/apis/apps/v1/namespaces/{namespace}/statefulsets")["items"]
+    assert "wrong" not in {s["metadata"]["name"] for s in sts}
+
+
+async def test_a_finished_backup_job_whose_pods_are_gone_fails_the_backup_instead_of_waiting_forever(
+    start_operator: OperatorFactory,
+    cluster_factory: Callable[[str], Cluster],
+    envtest: Environment,
+    namespace: str,
+    object_store: ObjectStore,
+) -> None:
+    first = await start_operator()
+    b = await slow_backup(cluster_factory("lost"), object_store, 40_000)
+    job = f"/apis/batch/v1/namespaces/{namespace}/jobs/lost-backup"
+    pods = f"/api/v1/namespaces/{namespace}/pods?labelSelector=job-name%3Dlost-backup"
+
+    async def recorded_running() -> bool:
+        return b.status("lost").get("phase") == "Running"
+
+    await eventually(recorded_running, within=60, what="the backup Running", interval=0.2)
+    await first.shutdown()  # nobody reads the Job's result now
+
+    async def job_complete() -> bool:
+        conditions = (envtest.http.get(job).get("status") or {}).get("conditions") or []
+        return any(c["type"] == "Complete" and c["status"] == "True" for c in conditions)
+
+    await eventually(job_complete, within=120, what="the Job complete", interval=0.5)
+    envtest.http.request("DELETE", pods)  # its pods go, and their termination message with them
+
+    async def pods_gone() -> bool:
+        return not envtest.http.get(pods)["items"]
+
+    await eventually(pods_gone, within=60, what="the Job's pods gone", interval=0.2)
+    await start_operator()
+    status = await eventually(lambda: b.finished("lost"), within=60, what="lost finished", interval=0.5)
+    assert status["phase"] == "Failed", status
+    assert "completed but its pods are gone" in status["message"]
+    await recorded(envtest, namespace, "lost", "BackupResultLost")

@@ -4,6 +4,8 @@
 - ``rdb``, ``store``, ``worker``: the program the Jobs run (RDB off a replica, through SHA-256,
   into a PVC file or an S3 object; the restore check; deletion);
 - ``job``: the Job and init-container manifests (pure);
+- ``shards`` (pure) and ``sharded`` (the worker's steps): backups per shard of a ``mode: cluster``
+  RedisCluster — one RDB per shard and a manifest — and their restore;
 - ``reconciler``: one Job per RedisBackup, its result back into the status;
 - ``restore``: ``spec.restoreFrom`` (the init container, condition Restored);
 - ``schedule``: ``spec.backup`` (schedules, retention, the final backup on delete);

@@ -9,6 +9,9 @@ Guarantees (enforced by the apiserver through the generated schema, CEL included
 - ``spec.destination`` holds exactly one of ``pvc`` and ``s3``;
 - the spec of a RedisBackup cannot change once the backup started (``status.phase`` is set and
   not ``Pending``): a backup is a record of what was taken, where to;
+- a backup of a ``mode: cluster`` RedisCluster holds one RDB per shard (``status.shards``) and a
+  manifest (shard -> slot ranges, size, SHA-256) at ``status.location``
+  (``backup.shards``);
 - credentials are only ever *references* to Secret keys: the spec, the status, Events and the Job's
   argv never hold a key (the Job's pod gets them by ``secretKeyRef`` in its environment).
 """
@@ -36,6 +39,7 @@ __all__ = [
     "S3Credentials",
     "S3Destination",
     "SecretRef",
+    "ShardBackup",
 ]
 
 _SPEC_CONFIG = ConfigDict(strict=True, use_attribute_docstrings=True)
@@ -131,6 +135,25 @@ class BackupPhase(enum.StrEnum):
     FAILED = "Failed"
 
 
+class ShardBackup(KubeModel):
+    """One shard's RDB in a backup of a ``mode: cluster`` RedisCluster."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    index: int = Field(ge=0)
+    """Shard number."""
+    slots: list[str] = Field(default_factory=list)
+    """Slot ranges the shard served when its RDB was taken ("0-5460")."""
+    source_pod: str | None = None
+    """The pod the shard's RDB was taken from (a replica when there is one)."""
+    location: str | None = None
+    """Where the shard's RDB is (set once it is stored)."""
+    size_bytes: int | None = Field(default=None, ge=0)
+    """Size of the shard's RDB."""
+    sha256: str | None = None
+    """SHA-256 of the shard's RDB (hex)."""
+
+
 class RedisBackupStatus(KubeModel):
     """Observed state, written only by the operator (status subresource)."""
 
@@ -143,11 +166,13 @@ class RedisBackupStatus(KubeModel):
     completion_time: _Timestamp | None = None
     """When the backup succeeded or failed."""
     location: str | None = None
-    """Where the RDB is: s3://bucket/key or pvc://claim/path."""
+    """Where the RDB is: s3://bucket/key or pvc://claim/path (cluster mode: the manifest)."""
     size_bytes: int | None = Field(default=None, ge=0)
-    """Size of the stored RDB."""
+    """Size of the stored RDB (cluster mode: of every shard's RDB together)."""
     sha256: str | None = None
-    """SHA-256 of the stored RDB (hex)."""
+    """SHA-256 of the stored RDB, hex (cluster mode: of the manifest, which holds each shard's)."""
+    shards: list[ShardBackup] | None = None
+    """Cluster mode: one RDB per shard, each from the shard's replica (its master if none)."""
     source_pod: str | None = None
     """The pod the RDB was taken from (a replica when there is one)."""
     job_name: str | None = None

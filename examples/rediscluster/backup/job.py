@@ -35,8 +35,12 @@ __all__ = [
     "delete_job",
     "destination_args",
     "job_name",
+    "job_of",
+    "object_path",
     "restore_init_container",
     "restore_volumes",
+    "worker_container",
+    "worker_job",
 ]
 
 BACKUP_LABEL = "redis.pyctrl.dev/backup"
@@ -103,37 +107,49 @@ def restore_volumes(destination: BackupDestination) -> tuple[list[dict[str, Any]
     return volumes, mounts
 
 
-def _job(
+def worker_container(
+    name: str, args: list[str], env: list[dict[str, Any]], image: str, destination: BackupDestination
+) -> dict[str, Any]:
+    """A container running the worker with ``args`` (secrets only by reference in ``env``)."""
+    _, mounts = restore_volumes(destination)
+    return {
+        "name": name,
+        "image": image,
+        "command": WORKER_COMMAND,
+        "args": args,
+        "env": env + destination_env(destination),
+        "volumeMounts": mounts,
+        "resources": _RESOURCES,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+
+
+def job_of(
     backup: RedisBackup,
     purpose: str,
-    args: list[str],
-    env: list[dict[str, Any]],
-    image: str,
+    containers: list[dict[str, Any]],
     *,
     deadline: int,
+    init_containers: list[dict[str, Any]] | None = None,
+    volumes: list[dict[str, Any]] | None = None,
     annotations: dict[str, str] | None = None,
-    redis_tls_secret: str | None = None,
 ) -> dict[str, Any]:
+    """The Job ``<backup>-<purpose>`` owned by nobody yet (the caller sets the owner)."""
     labels = {
         "app.kubernetes.io/managed-by": "pyctrl-rediscluster",
         BACKUP_LABEL: backup.name,
         CLUSTER_LABEL: backup.spec.cluster_name,
     }
-    volumes, mounts = restore_volumes(backup.spec.destination)
-    if redis_tls_secret is not None:
-        items = [{"key": "ca.crt", "path": "ca.crt"}]
-        volumes.append({"name": "redis-tls-ca", "secret": {"secretName": redis_tls_secret, "items": items}})
-        mounts.append({"name": "redis-tls-ca", "mountPath": REDIS_CA_MOUNT, "readOnly": True})
-    container: dict[str, Any] = {
-        "name": purpose,
-        "image": image,
-        "command": WORKER_COMMAND,
-        "args": args,
-        "env": env + destination_env(backup.spec.destination),
-        "volumeMounts": mounts,
-        "resources": _RESOURCES,
-        "terminationMessagePolicy": "FallbackToLogsOnError",
+    pod_volumes, _ = restore_volumes(backup.spec.destination)
+    pod: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "securityContext": {"fsGroup": 65532},
+        "containers": containers,
+        "volumes": pod_volumes + (volumes or []),
     }
+    if init_containers:
+        pod["initContainers"] = init_containers
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -146,30 +162,38 @@ def _job(
         "spec": {
             "backoffLimit": BACKOFF_LIMIT,
             "activeDeadlineSeconds": deadline,
+            # every container (init containers too): the worker's "retrying cannot help" exit code
             "podFailurePolicy": {
                 "rules": [
-                    {
-                        "action": "FailJob",
-                        "onExitCodes": {
-                            "containerName": purpose,
-                            "operator": "In",
-                            "values": [EXIT_PERMANENT],
-                        },
-                    }
+                    {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [EXIT_PERMANENT]}}
                 ]
             },
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "automountServiceAccountToken": False,
-                    "securityContext": {"fsGroup": 65532},
-                    "containers": [container],
-                    "volumes": volumes,
-                },
-            },
+            "template": {"metadata": {"labels": labels}, "spec": pod},
         },
     }
+
+
+def worker_job(
+    backup: RedisBackup,
+    purpose: str,
+    args: list[str],
+    env: list[dict[str, Any]],
+    image: str,
+    *,
+    deadline: int,
+    annotations: dict[str, str] | None = None,
+    redis_tls_secret: str | None = None,
+) -> dict[str, Any]:
+    """The Job ``<backup>-<purpose>`` of one worker container running ``args``; with
+    ``redis_tls_secret``, that Secret's ``ca.crt`` (only) mounted at ``REDIS_CA_MOUNT``."""
+    container = worker_container(purpose, args, env, image, backup.spec.destination)
+    volumes = []
+    if redis_tls_secret is not None:
+        items = [{"key": "ca.crt", "path": "ca.crt"}]
+        volumes.append({"name": "redis-tls-ca", "secret": {"secretName": redis_tls_secret, "items": items}})
+        mount = {"name": "redis-tls-ca", "mountPath": REDIS_CA_MOUNT, "readOnly": True}
+        container["volumeMounts"] = [*container["volumeMounts"], mount]
+    return job_of(backup, purpose, [container], deadline=deadline, annotations=annotations, volumes=volumes)
 
 
 def backup_job(
@@ -189,7 +213,7 @@ def backup_job(
         args += ["--tls-ca-file", f"{REDIS_CA_MOUNT}/ca.crt"]
     args += destination_args(backup.name, backup.namespace, backup.spec.destination)
     env = [] if password_secret is None else [_secret_env("REDIS_PASSWORD", *password_secret)]
-    return _job(
+    return worker_job(
         backup,
         "backup",
         args,
@@ -204,7 +228,7 @@ def backup_job(
 def delete_job(backup: RedisBackup, image: str) -> dict[str, Any]:
     """The Job removing the stored backup (its RedisBackup is being deleted)."""
     args = ["delete", *destination_args(backup.name, backup.namespace, backup.spec.destination)]
-    return _job(backup, "delete", args, [], image, deadline=600)
+    return worker_job(backup, "delete", args, [], image, deadline=600)
 
 
 def restore_init_container(backup: RedisBackup, image: str) -> dict[str, Any]:

@@ -28,13 +28,20 @@ from typing import Any
 
 from examples.rediscluster import redis_admin, tls
 from examples.rediscluster.api import RedisCluster
-from examples.rediscluster.backup.api import BackupPhase, RedisBackup, RedisBackupStatus
+from examples.rediscluster.backup.api import BackupPhase, RedisBackup, RedisBackupStatus, ShardBackup
 from examples.rediscluster.backup.job import (
     SOURCE_ANNOTATION,
     backup_job,
     delete_job,
     job_name,
 )
+from examples.rediscluster.backup.shards import (
+    ShardSource,
+    cluster_backup_job,
+    cluster_delete_job,
+    shards_from_annotation,
+)
+from examples.rediscluster.cluster.slots import SLOTS
 from examples.rediscluster.resources import REDIS_PORT, ROLE_LABEL, selector_labels
 from examples.rediscluster.topology import Role
 from pyctrl import Request, Result
@@ -70,11 +77,51 @@ class NotYet(Exception):
     """The backup cannot start yet (no serving pod); it stays Pending and is retried."""
 
 
+def _statuses(pod: Pod) -> list[Any]:
+    """The pod's init and main container statuses."""
+    if pod.status is None:
+        return []
+    return [*(pod.status.init_container_statuses or []), *(pod.status.container_statuses or [])]
+
+
+def _shard_results(pods: list[Pod]) -> dict[int, dict[str, Any]]:
+    """Shard index -> the result of its ``shard-<i>`` container that succeeded (cluster mode)."""
+    out: dict[int, dict[str, Any]] = {}
+    for pod in pods:
+        for status in (pod.status.init_container_statuses if pod.status else None) or []:
+            terminated = (status.state or {}).get("terminated") or {}
+            if terminated.get("exitCode") != 0:
+                continue
+            try:
+                parsed = json.loads(str(terminated.get("message") or "").strip().splitlines()[-1])
+            except (ValueError, IndexError):
+                continue
+            if isinstance(parsed, dict) and isinstance(parsed.get("shard"), int):
+                out[parsed["shard"]] = parsed
+    return out
+
+
+def _with_results(shards: list[ShardBackup], results: dict[int, dict[str, Any]]) -> list[ShardBackup]:
+    return [
+        s.model_copy(
+            update={
+                "location": results[s.index]["location"],
+                "size_bytes": int(results[s.index]["sizeBytes"]),
+                "sha256": results[s.index]["sha256"],
+            }
+        )
+        if s.index in results
+        else s
+        for s in shards
+    ]
+
+
 def _result(pods: list[Pod]) -> dict[str, Any] | None:
-    """The worker's JSON from the newest terminated pod of a Job (None while none reported)."""
+    """The worker's JSON from the newest terminated container of a Job's pods (None while none
+    reported): the main container's on success, the failing (init) container's otherwise."""
     newest: tuple[str, dict[str, Any]] | None = None
     for pod in pods:
-        for status in (pod.status.container_statuses if pod.status else None) or []:
+        for status in _statuses(pod):
             terminated = (status.state or {}).get("terminated") or {}
             message = str(terminated.get("message") or "").strip()
             if not message:
@@ -139,19 +186,28 @@ class RedisBackupReconciler:
 
     # -- starting ------------------------------------------------------------------------------
     async def _start(self, backup: RedisBackup) -> Result:
+        shards: list[ShardBackup] | None = None
         try:
             cluster = await self._check_inputs(backup)
-            source, ip = await self._source(cluster)
+            auth = cluster.spec.auth
+            password = None if auth is None else (auth.password_secret.name, auth.password_secret.key)
+            if cluster.spec.mode == "cluster":
+                sources = await self._shard_sources(cluster)
+                job = cluster_backup_job(backup, sources, self.image, password_secret=password)
+                shards = [ShardBackup(index=s.index, slots=list(s.slots), source_pod=s.pod) for s in sources]
+                source = f"{len(sources)} shards ({', '.join(s.pod for s in sources)})"
+            else:
+                source, ip = await self._source(cluster)
+                tls_secret = cluster.spec.tls.secret_name if cluster.spec.tls is not None else None
+                job = backup_job(
+                    backup, source, ip, self.image, password_secret=password, tls_secret=tls_secret
+                )
         except BadInput as exc:
             await self._finish(backup, BackupPhase.FAILED, reason=exc.reason, message=str(exc))
             return Result()
         except NotYet as exc:
             await self._write_status(backup, phase=BackupPhase.PENDING, message=str(exc))
             return Result(requeue_after=WAIT_REQUEUE)
-        auth = cluster.spec.auth
-        password = None if auth is None else (auth.password_secret.name, auth.password_secret.key)
-        tls_secret = cluster.spec.tls.secret_name if cluster.spec.tls is not None else None
-        job = backup_job(backup, source, ip, self.image, password_secret=password, tls_secret=tls_secret)
         set_controller_reference(backup, job)
         await self.client.create(job)
         self.recorder.event(
@@ -162,11 +218,13 @@ class RedisBackupReconciler:
             backup,
             phase=BackupPhase.RUNNING,
             start_time=_now(),
-            source_pod=source,
+            source_pod=None if shards else source,
             job_name=job["metadata"]["name"],
             message=None,
+            shards=shards,
         )
-        return Result()
+        # a shard's container ending changes no Job: look again to fill status.shards in
+        return Result(requeue_after=WAIT_REQUEUE if shards else None)
 
     async def _check_inputs(self, backup: RedisBackup) -> RedisCluster:
         ns = backup.namespace
@@ -178,11 +236,6 @@ class RedisBackupReconciler:
             raise BadInput(
                 "ClusterNotFound", f"RedisCluster {backup.spec.cluster_name!r} not found"
             ) from None
-        if cluster.spec.mode == "cluster":
-            raise BadInput(
-                "ClusterModeUnsupported",
-                f"RedisCluster {cluster.name!r} is in cluster mode: backups per shard are not implemented",
-            )
         dest = backup.spec.destination
         if dest.pvc is not None:
             try:
@@ -244,6 +297,45 @@ class RedisBackupReconciler:
             return None
         return tls.ca_of(secret.data)
 
+    async def _shard_sources(self, cluster: RedisCluster) -> list[ShardSource]:
+        """Per shard (cluster mode): a replica with its master link up, else the master; only
+        while every slot is served and no resharding runs (the manifest's slot map must hold)."""
+        status = cluster.status
+        shards = [s for s in (status.shards or []) if s.index < cluster.spec.shards] if status else []
+        if (
+            status is None
+            or status.resharding
+            or status.slots_to_move
+            or status.slots_assigned != SLOTS
+            or len(shards) != cluster.spec.shards
+            or not all(s.master and s.slot_count for s in shards)
+        ):
+            raise NotYet(
+                f"waiting for RedisCluster {cluster.name!r} to serve every slot, each shard with a "
+                "master, and no resharding under way"
+            )
+        pods = await self.client.list(Pod, namespace=cluster.namespace, labels=selector_labels(cluster))
+        ips = {p.name: p.status.pod_ip for p in pods if p.status and p.status.pod_ip}
+        password = await self._password(cluster)
+        out = []
+        for shard in shards:
+            assert shard.master is not None
+            if shard.master not in ips:
+                raise NotYet(f"waiting for shard {shard.index}'s master {shard.master} to have an IP")
+            source = shard.master
+            for replica in shard.replicas:
+                if replica not in ips:
+                    continue
+                try:
+                    facts = await redis_admin.RedisAccess(password).at(ips[replica], REDIS_PORT).observe()
+                except redis_admin.RedisAdminError:
+                    continue
+                if facts.role is Role.REPLICA and facts.master_link_up:
+                    source = replica
+                    break
+            out.append(ShardSource(shard.index, source, ips[source], ips[shard.master], tuple(shard.slots)))
+        return out
+
     async def _password(self, cluster: RedisCluster) -> str | None:
         auth = cluster.spec.auth
         if auth is None:
@@ -261,21 +353,27 @@ class RedisBackupReconciler:
         status = job.status
         complete = status is not None and status.condition("Complete") is not None
         failed = status.condition("Failed") if status is not None else None
+        recorded = shards_from_annotation(job.metadata.annotations or {})
+        pods: list[Pod] = []
+        if recorded is not None or complete or failed is not None:
+            pods = await self.client.list(
+                Pod, namespace=backup.namespace, labels={"batch.kubernetes.io/job-name": job.name}
+            )
+        shards: dict[str, Any] = {}
+        if recorded is not None:
+            shards["shards"] = _with_results(recorded, _shard_results(pods))
         if not complete and failed is None:
             if (backup.status or RedisBackupStatus()).phase is not BackupPhase.RUNNING:
                 # restarted between creating the Job and recording it: record it now
                 source = (job.metadata.annotations or {}).get(SOURCE_ANNOTATION)
-                await self._write_status(
-                    backup, phase=BackupPhase.RUNNING, start_time=_now(), source_pod=source, job_name=job.name
-                )
-            return Result()
-        pods = await self.client.list(
-            Pod, namespace=backup.namespace, labels={"batch.kubernetes.io/job-name": job.name}
-        )
+                shards |= {"phase": BackupPhase.RUNNING, "start_time": _now(), "job_name": job.name}
+                shards |= {"source_pod": None if recorded is not None else source}
+            await self._write_status(backup, **shards)
+            return Result(requeue_after=WAIT_REQUEUE if recorded is not None else None)
         result = _result(pods)
         if complete:
             if result is None or "sha256" not in result:
-                return Result(requeue_after=WAIT_REQUEUE)  # the pod's final status is not cached yet
+                return await self._result_missing(backup, job, pods)
             await self._finish(
                 backup,
                 BackupPhase.SUCCEEDED,
@@ -284,13 +382,32 @@ class RedisBackupReconciler:
                 location=str(result["location"]),
                 size_bytes=int(result["sizeBytes"]),
                 sha256=str(result["sha256"]),
+                **shards,
             )
             return Result()
         assert failed is not None
         why = str(result["error"]) if result and "error" in result else failed.message or failed.reason
         await self._finish(
-            backup, BackupPhase.FAILED, reason="BackupFailed", message=f"{failed.reason}: {why}"
+            backup, BackupPhase.FAILED, reason="BackupFailed", message=f"{failed.reason}: {why}", **shards
         )
+        return Result()
+
+    async def _result_missing(self, backup: RedisBackup, job: Job, cached: list[Pod]) -> Result:
+        """A complete Job whose result is not readable: the cache may not hold the pod's final
+        status yet (look again soon), or the pods are gone and the result with them (Failed: it
+        can never be read; a finished Job is not run again)."""
+        if cached:
+            return Result(requeue_after=WAIT_REQUEUE)
+        live = await self.api_reader.list(
+            Pod, namespace=backup.namespace, labels={"batch.kubernetes.io/job-name": job.name}
+        )
+        if live:
+            return Result(requeue_after=WAIT_REQUEUE)
+        why = (
+            f"Job {job.name} completed but its pods are gone, and with them its result (location, "
+            "size, SHA-256): delete this RedisBackup and create it again to take a new backup"
+        )
+        await self._finish(backup, BackupPhase.FAILED, reason="BackupResultLost", message=why)
         return Result()
 
     # -- status --------------------------------------------------------------------------------
@@ -340,7 +457,8 @@ class RedisBackupReconciler:
         if stored:
             job = await self._job(backup, "delete")
             if job is None:
-                job_obj = delete_job(backup, self.image)
+                sharded = backup.status is not None and backup.status.shards is not None
+                job_obj = (cluster_delete_job if sharded else delete_job)(backup, self.image)
                 set_controller_reference(backup, job_obj)
                 try:
                     await self.client.create(job_obj)

@@ -21,9 +21,18 @@ Guarantees (``restore_state``, called by the RedisCluster reconciler):
   sync from the master instead of booting with the backup's data;
 - Restored stays True once reached (it records what the cluster was seeded from).
 
+Cluster mode (``mode: cluster``, a backup per shard: ``backup.shards``): only each shard's first
+pod is seeded, from its shard's RDB (the manifest checked against the RedisBackup's SHA-256, the
+RDB against the manifest) before redis-server starts; a node holding keys of unassigned slots
+claims them at start, and the slots without keys go to the shard that held them in the backup
+(:attr:`RestoreState.slot_homes`, the plan's ``recorded``), so every slot returns to its shard
+with its keys before anything serves it. ``spec.shards`` may exceed the backup's shard count (the
+new shards start empty and the rebalance fills them), not fall short of it. ``Restored`` is True
+once every slot is assigned and each of the backup's shards has a master serving slots. A backup
+restores a cluster of its own mode only (RestoreFailed otherwise).
+
 Restore needs ``enablePersistence: false`` (with AOF on, Redis loads the AOF, not ``dump.rdb``);
-the reconciler reports such a spec as RestoreFailed. A backup is one RDB of the one master:
-``restoreFrom`` with ``mode: cluster`` is rejected by the CRD (CEL) until backups per shard exist.
+the reconciler reports such a spec as RestoreFailed.
 """
 
 from __future__ import annotations
@@ -35,6 +44,8 @@ from typing import Any
 from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.backup.api import BackupPhase, RedisBackup
 from examples.rediscluster.backup.job import restore_init_container, restore_volumes
+from examples.rediscluster.backup.shards import cluster_restore_init_container
+from examples.rediscluster.cluster.slots import SLOTS, parse_ranges
 from pyctrl.client import ConfigMap, Pod
 from pyctrl.client.errors import NotFound
 from pyctrl.client.objects import Condition
@@ -54,6 +65,7 @@ class RestoreState:
     volumes: list[dict[str, Any]] = field(default_factory=list)
     blocked: str | None = None  # why no child may be applied yet
     condition: Condition | None = None
+    slot_homes: Mapping[int, frozenset[int]] = field(default_factory=dict)  # cluster mode: shard -> slots
 
     def apply(self, children: list[dict[str, Any]]) -> None:
         """Add the restore init container and its volumes to the StatefulSet among ``children``."""
@@ -86,6 +98,38 @@ def _failed_restore(pods: Mapping[str, Pod]) -> str | None:
                     text = str(terminated.get("message") or f"exit code {terminated.get('exitCode')}").strip()
                     return f"pod {pod.name}: {text.splitlines()[-1] if text else text}"
     return None
+
+
+def _unfit(cluster: RedisCluster, backup: RedisBackup) -> str | None:
+    """Why ``backup`` cannot seed ``cluster`` (its mode, its shard count), or None."""
+    shards = backup.status.shards if backup.status else None
+    if (shards is not None) != (cluster.spec.mode == "cluster"):
+        held = "one RDB" if shards is None else f"one RDB per shard of {len(shards)} shards"
+        mode = "replication" if shards is None else "cluster"
+        return f"RedisBackup {backup.name!r} holds {held}: it restores a {mode}-mode RedisCluster only"
+    if shards is not None and cluster.spec.shards < len(shards):
+        return (
+            f"RedisBackup {backup.name!r} holds {len(shards)} shards: spec.shards must be at least "
+            f"that ({cluster.spec.shards})"
+        )
+    return None
+
+
+def _serving(cluster: RedisCluster, homes: Mapping[int, Any] | None) -> tuple[bool, str]:
+    """(the seeded data serves, who serves it): the recorded master with a replica Ready; in
+    cluster mode (``homes``: the backup's shards) every slot assigned, each of the backup's shards
+    with a master serving slots."""
+    status = cluster.status
+    if homes is None:
+        master = status.current_master if status else None
+        return (
+            master is not None and status is not None and status.ready_replicas > 0,
+            f"first master {master}",
+        )
+    shards = {s.index: s for s in (status.shards or [])} if status else {}
+    masters = [shards[i].master if i in shards and shards[i].slot_count else None for i in homes]
+    serving = status is not None and status.slots_assigned == SLOTS and all(masters)
+    return serving, f"{len(masters)} shards, masters {', '.join(str(m) for m in masters)}"
 
 
 def _done_config_map(cluster: RedisCluster) -> dict[str, Any]:
@@ -153,8 +197,16 @@ async def _restore_state(
     if cluster.spec.enable_persistence:
         why = "restoreFrom needs enablePersistence: false (with AOF Redis does not load the RDB)"
         return RestoreState(blocked=why, condition=_condition(cluster, False, "RestoreFailed", why, now))
+    sharded = cluster.spec.mode == "cluster"
+    if (unfit := _unfit(cluster, backup)) is not None:
+        return RestoreState(blocked=unfit, condition=_condition(cluster, False, "RestoreFailed", unfit, now))
+    homes: dict[int, frozenset[int]] = {}
+    if backup.status.shards is not None:
+        homes = {s.index: frozenset(parse_ranges(s.slots)) for s in backup.status.shards}
+        init = cluster_restore_init_container(backup, image, cluster.spec.replicas_per_shard)
+    else:
+        init = restore_init_container(backup, image)
     volumes, _ = restore_volumes(backup.spec.destination)
-    init = restore_init_container(backup, image)
     init["env"] = [
         *init["env"],
         {
@@ -166,7 +218,7 @@ async def _restore_state(
     ]
 
     def seeded(condition: Condition) -> RestoreState:
-        return RestoreState(init_container=init, volumes=volumes, condition=condition)
+        return RestoreState(init_container=init, volumes=volumes, condition=condition, slot_homes=homes)
 
     source_text = f"RedisBackup {backup.name} ({backup.status.location}, sha256 {backup.status.sha256})"
     if done and previous is not None:
@@ -175,8 +227,7 @@ async def _restore_state(
     if failed is not None:
         why = f"restoring from {source_text}: {failed}"
         return seeded(_condition(cluster, False, "RestoreFailed", why, now))
-    master = cluster.status.current_master if cluster.status else None
-    serving = master is not None and cluster.status is not None and cluster.status.ready_replicas > 0
+    serving, serves = _serving(cluster, homes if sharded else None)
     if serving:
         cm = _done_config_map(cluster)
         set_controller_reference(cluster, cm)
@@ -184,7 +235,7 @@ async def _restore_state(
             await client.get(ConfigMap, cm["metadata"]["name"], namespace=cluster.namespace)
         except NotFound:
             await client.create(cm)
-        message = f"seeded from {source_text}; first master {master}"
+        message = f"seeded from {source_text}; {serves}"
         return seeded(_condition(cluster, True, RESTORED, message, now))
-    why = f"seeding the first master from {source_text}"
+    why = f"seeding the {'shard masters' if sharded else 'first master'} from {source_text}"
     return seeded(_condition(cluster, False, "Restoring", why, now))

@@ -11,6 +11,13 @@ Commands:
   when ``RESTORE_DONE=true``: the cluster was seeded already, a new pod syncs from its master);
 - ``delete DESTINATION``: remove a stored backup (retention, RedisBackup deletion);
 
+and for a ``mode: cluster`` cluster (``backup.shards``, carried out by ``backup.sharded``):
+``backup`` with ``--shard I --check-host MASTER --expect-slots R --result-file F`` (one shard's RDB,
+then its slots checked on its master), ``manifest --results DIR --shards N ...`` (the manifest from
+the shards' result files), ``restore --replicas-per-shard R`` (DESTINATION is the manifest: the
+pod ``$POD_NAME`` seeds itself from its shard's RDB if it is the shard's first pod) and ``delete
+--shards N`` (every shard's RDB, then the manifest);
+
 DESTINATION is ``--pvc-mount DIR --pvc-claim NAME --path P`` or ``--s3-endpoint URL --s3-bucket B
 --s3-key K [--s3-region R] [--s3-ca-bundle FILE]``. Secrets come only from the environment
 (``REDIS_PASSWORD``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``), set by ``secretKeyRef``.
@@ -34,6 +41,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from examples.rediscluster.backup import sharded
 from examples.rediscluster.backup.rdb import RdbError, RdbStream
 from examples.rediscluster.backup.store import PvcStore, S3Store, Store, StoreError
 
@@ -50,12 +58,27 @@ def _parser() -> argparse.ArgumentParser:
     backup.add_argument("--source-host", required=True)
     backup.add_argument("--source-port", type=int, default=6379)
     backup.add_argument("--tls-ca-file", type=Path, default=None)
+    backup.add_argument("--shard", type=int, help="cluster mode: the shard this RDB is of")
+    backup.add_argument("--check-host", help="cluster mode: the shard's master, checked after the RDB")
+    backup.add_argument("--check-port", type=int, default=6379)
+    backup.add_argument("--expect-slots", help='cluster mode: the slot ranges it must serve ("0-5460,…")')
+    backup.add_argument("--result-file", type=Path, help="cluster mode: where the manifest step reads")
+    manifest = sub.add_parser("manifest", help="cluster mode: write the manifest of the shards' RDBs")
+    manifest.add_argument("--results", required=True, type=Path)
+    manifest.add_argument("--shards", required=True, type=int)
+    manifest.add_argument("--cluster", required=True)
+    manifest.add_argument("--namespace", required=True)
+    manifest.add_argument("--backup", required=True)
     restore = sub.add_parser("restore", help="download and check a backup before redis-server starts")
     restore.add_argument("--target", required=True, type=Path)
     restore.add_argument("--sha256", required=True)
     restore.add_argument("--size-bytes", type=int, default=None)
+    restore.add_argument(
+        "--replicas-per-shard", type=int, help="cluster mode: DESTINATION is a manifest; $POD_NAME's shard"
+    )
     delete = sub.add_parser("delete", help="remove a stored backup")
-    for cmd in (backup, restore, delete):
+    delete.add_argument("--shards", type=int, help="cluster mode: DESTINATION is the manifest of N shards")
+    for cmd in (backup, manifest, restore, delete):
         cmd.add_argument("--pvc-mount", type=Path)
         cmd.add_argument("--pvc-claim")
         cmd.add_argument("--path")
@@ -67,12 +90,14 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _store(args: argparse.Namespace) -> Store:
+def _store(args: argparse.Namespace, sibling: str | None = None) -> Store:
+    """DESTINATION's store; ``sibling``: the object of that name beside it (cluster mode)."""
+    key = args.s3_key if args.s3_endpoint else args.path
+    if sibling is not None:
+        key = f"{key.rpartition('/')[0]}/{sibling}"
     if args.s3_endpoint:
-        return S3Store(
-            args.s3_endpoint, args.s3_bucket, args.s3_key, args.s3_region, ca_bundle=args.s3_ca_bundle
-        )
-    return PvcStore(args.pvc_mount, args.path, args.pvc_claim)
+        return S3Store(args.s3_endpoint, args.s3_bucket, key, args.s3_region, ca_bundle=args.s3_ca_bundle)
+    return PvcStore(args.pvc_mount, key, args.pvc_claim)
 
 
 def _report(result: dict[str, object]) -> None:
@@ -95,14 +120,29 @@ def _run(args: argparse.Namespace) -> dict[str, object]:
             stored = store.put(rdb)
         seconds = time.monotonic() - started
         print(f"stored {stored.size_bytes} bytes at {stored.location} in {seconds:.1f}s", flush=True)
-        return {"location": stored.location, "sizeBytes": stored.size_bytes, "sha256": stored.sha256}
+        result: dict[str, object] = {
+            "location": stored.location,
+            "sizeBytes": stored.size_bytes,
+            "sha256": stored.sha256,
+        }
+        if args.shard is not None:
+            result = sharded.checked_shard(args, password, result)
+        return result
+    if args.command == "manifest":
+        return sharded.write_manifest(args, store)
     if args.command == "restore":
         if os.environ.get("RESTORE_DONE") == "true":
             print("the cluster was seeded already: this pod syncs from its master instead", flush=True)
             return {"skipped": True}
+        if args.replicas_per_shard is not None:
+            return sharded.restore_shard(args, store, _store)
         store.get(args.target, sha256=args.sha256, size_bytes=args.size_bytes)
         print(f"restored {store.location} into {args.target} (SHA-256 checked)", flush=True)
         return {"location": store.location, "sha256": args.sha256}
+    for i in range(args.shards or 0):
+        shard = _store(args, f"shard-{i}.rdb")
+        shard.delete()
+        print(f"deleted {shard.location}", flush=True)
     store.delete()
     print(f"deleted {store.location}", flush=True)
     return {"location": store.location, "deleted": True}
@@ -115,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StoreError as exc:
         _report({"error": str(exc)})
         return EXIT_PERMANENT if exc.permanent else EXIT_RETRY
-    except RdbError as exc:
+    except (RdbError, sharded.ShardError) as exc:
         _report({"error": str(exc)})
         return EXIT_RETRY
     # the worker's own peak memory (kernel ru_maxrss, KiB): it must not grow with the dataset

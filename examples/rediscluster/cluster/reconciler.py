@@ -5,7 +5,10 @@ cluster whose ``spec.mode`` is ``cluster``. One reconcile, level-triggered (a co
 costs reads only, no write):
 
 1. the children (``cluster.resources``), unless the spec cannot be run (``InvalidSpec``: nothing
-   applied, an Event and the Ready condition say why; the topology work below goes on);
+   applied, an Event and the Ready condition say why; the topology work below goes on) or a
+   ``restoreFrom`` has no backup to seed from yet (``backup.restore``: condition Restored; the
+   shards' first pods get the restore init container, and slots without keys go back to the
+   shard that held them in the backup);
 2. observe every pod: Kubernetes facts from the cache, ``CLUSTER NODES``/``INFO`` with a short
    timeout (``cluster.admin``);
 3. ``cluster.plan`` and its actions in order (labels, MEET, ADDSLOTSRANGE, REPLICATE, FORGET);
@@ -22,11 +25,13 @@ costs reads only, no write):
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from examples.rediscluster import metrics as base_metrics
 from examples.rediscluster import redis_admin
 from examples.rediscluster.api import RedisCluster, RedisClusterStatus
+from examples.rediscluster.backup.restore import RestoreState, restore_state
 from examples.rediscluster.children import ensure
 from examples.rediscluster.cluster import admin
 from examples.rediscluster.cluster import metrics as cluster_metrics
@@ -47,12 +52,14 @@ from examples.rediscluster.cluster.plan import (
     plan,
 )
 from examples.rediscluster.cluster.resources import cluster_children
+from examples.rediscluster.cluster.slots import parse_ranges
 from examples.rediscluster.cluster.status import Resharding, cluster_status
 from examples.rediscluster.observe import ordinal, pod_ready
 from examples.rediscluster.redis_admin import RedisConnection
 from examples.rediscluster.resources import REDIS_PORT, ROLE_LABEL, InvalidSpec, selector_labels
 from pyctrl import Result
 from pyctrl.client import Pod
+from pyctrl.client.objects import Condition
 from pyctrl.client.patch import MergeFrom, PatchType, RawPatch
 from pyctrl.controllerutil import set_controller_reference
 from pyctrl.log import get_logger
@@ -75,8 +82,10 @@ class ClusterModeReconciler:
         mover: SlotMover,
         *,
         io_timeout: float = redis_admin.DEFAULT_IO_TIMEOUT,
+        backup_image: str,
     ) -> None:
         self.client = client
+        self.backup_image = backup_image
         self.recorder = recorder
         self.mover = mover
         self.io_timeout = io_timeout
@@ -92,25 +101,41 @@ class ClusterModeReconciler:
 
     async def reconcile(self, cluster: RedisCluster, password: str | None, now: str) -> Result:
         pods, members = await self._observe(cluster, password)
-        recorded = (
-            {s.index: _slots_of(s.slots) for s in (cluster.status.shards or [])} if cluster.status else {}
+        restore = await restore_state(
+            self.client, self.recorder, cluster, pods, image=self.backup_image, now=now
         )
-        the_plan = plan(members, cluster.spec.shards, cluster.spec.replicas_per_shard, recorded=recorded)
-        invalid = await self._ensure_children(cluster, the_plan.statefulset_replicas)
+        the_plan = plan(
+            members,
+            cluster.spec.shards,
+            cluster.spec.replicas_per_shard,
+            recorded=_homes(cluster, restore.slot_homes),
+        )
+        invalid = await self._ensure_children(cluster, the_plan.statefulset_replicas, restore)
         acted = await self._execute(cluster, pods, members, the_plan, password)
         resharding = self._resharding(cluster, members, the_plan, password)
         converged = the_plan.converged and resharding is None
         settled = await self._update_status(
-            cluster, members=members, converged=converged, resharding=resharding, invalid=invalid, now=now
+            cluster,
+            members=members,
+            converged=converged,
+            resharding=resharding,
+            invalid=invalid,
+            now=now,
+            restored=restore.condition,
         )
         return Result(requeue_after=STEADY_REQUEUE if settled and not acted else ACTING_REQUEUE)
 
-    async def _ensure_children(self, cluster: RedisCluster, replicas: int) -> str | None:
+    async def _ensure_children(
+        self, cluster: RedisCluster, replicas: int, restore: RestoreState
+    ) -> str | None:
         try:
             children = cluster_children(cluster, replicas)
         except InvalidSpec as exc:
             self.recorder.event(cluster, "Warning", "InvalidSpec", str(exc))
             return str(exc)
+        if restore.blocked is not None:
+            return None  # no pod may start before there is a backup to seed it (condition Restored)
+        restore.apply(children)
         for child in children:
             set_controller_reference(cluster, child)
             await ensure(self.client, child)
@@ -278,10 +303,19 @@ class ClusterModeReconciler:
         resharding: Resharding | None,
         invalid: str | None,
         now: str,
+        restored: Condition | None,
     ) -> bool:
         """Write the status when it changed; True when the cluster is Running."""
         old = cluster.status or RedisClusterStatus()
-        new = cluster_status(cluster, members, converged, now, resharding=resharding, invalid_spec=invalid)
+        new = cluster_status(
+            cluster,
+            members,
+            converged,
+            now,
+            resharding=resharding,
+            invalid_spec=invalid,
+            extra_conditions=[restored] if restored is not None else [],
+        )
         self._announce_failovers(cluster, old, new)
         cluster_metrics.observe_status(cluster.namespace, cluster.name, new)
         pods = cluster.spec.shards * (1 + cluster.spec.replicas_per_shard)
@@ -323,11 +357,15 @@ class ClusterModeReconciler:
             cluster_metrics.observe_failover(cluster.namespace, cluster.name, shard.index)
 
 
-def _slots_of(ranges: list[str]) -> set[int]:
-    out: set[int] = set()
-    for r in ranges:
-        first, _, last = r.partition("-")
-        out.update(range(int(first), int(last or first) + 1))
+def _homes(cluster: RedisCluster, restored: Mapping[int, Iterable[int]]) -> dict[int, set[int]]:
+    """Shard -> the slots it served when status was last written; a slot no shard served then goes
+    to the shard that held it in the backup the cluster is restored from (``restored``)."""
+    home = {slot: shard for shard, slots in restored.items() for slot in slots}
+    for s in (cluster.status.shards if cluster.status else None) or []:
+        home.update(dict.fromkeys(parse_ranges(s.slots), s.index))
+    out: dict[int, set[int]] = {}
+    for slot, shard in home.items():
+        out.setdefault(shard, set()).add(slot)
     return out
 
 

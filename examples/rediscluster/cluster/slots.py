@@ -18,7 +18,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["SLOTS", "Move", "even_counts", "even_layout", "format_ranges", "ranges", "rebalance"]
+__all__ = [
+    "SLOTS",
+    "Move",
+    "even_counts",
+    "even_layout",
+    "format_ranges",
+    "parse_ranges",
+    "ranges",
+    "rebalance",
+]
 
 SLOTS = 16384
 
@@ -63,6 +72,15 @@ def ranges(slots: Iterable[int]) -> list[tuple[int, int]]:
 def format_ranges(slots: Iterable[int]) -> list[str]:
     """``["0-5460", "10923"]``: the form CLUSTER NODES and ``status.shards[].slots`` use."""
     return [f"{a}-{b}" if a != b else str(a) for a, b in ranges(slots)]
+
+
+def parse_ranges(text: Iterable[str]) -> set[int]:
+    """The slots of ranges as :func:`format_ranges` writes them (``["0-5460", "10923"]``)."""
+    out: set[int] = set()
+    for r in text:
+        first, _, last = r.partition("-")
+        out.update(range(int(first), int(last or first) + 1))
+    return out
 
 
 def _targets(owned: Mapping[int, Iterable[int]], shards: int) -> dict[int, int]:

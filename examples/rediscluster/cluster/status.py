@@ -25,6 +25,7 @@ from examples.rediscluster.cluster.plan import Member
 from examples.rediscluster.cluster.slots import SLOTS, format_ranges, shard_of
 from examples.rediscluster.resources import selector
 from examples.rediscluster.status import _condition
+from pyctrl.client.objects import Condition
 
 __all__ = ["Resharding", "cluster_status", "shard_statuses"]
 
@@ -130,8 +131,10 @@ def cluster_status(
     *,
     resharding: Resharding | None = None,
     invalid_spec: str | None = None,
+    extra_conditions: Sequence[Condition] = (),
 ) -> RedisClusterStatus:
-    """The status to report (``lastSyncTimestamp`` unchanged: the caller sets it on a write)."""
+    """The status to report (``lastSyncTimestamp`` unchanged: the caller sets it on a write);
+    ``extra_conditions`` (the restore's ``Restored``) are reported beside the others."""
     spec = cluster.spec
     old = cluster.status or RedisClusterStatus()
     shards = shard_statuses(members, spec.shards, spec.replicas_per_shard)
@@ -169,6 +172,7 @@ def cluster_status(
         _condition(old, "Ready", running, ready_reason, message, now=now),
         _condition(old, "Degraded", degraded, degraded_reason, message, now=now),
         _condition(old, "Resharding", reshard[0], reshard[1], reshard[2], now=now),
+        *extra_conditions,
     ]
     return old.model_copy(
         update={

@@ -41,6 +41,7 @@ from typing import Any
 
 from prometheus_client import Gauge
 
+from pyctrl._deadline import done_by
 from pyctrl.client.errors import Conflict, KubernetesError, NotFound
 from pyctrl.client.interfaces import Client
 from pyctrl.client.objects import Lease, LeaseSpec, ObjectMeta
@@ -54,24 +55,9 @@ _JITTER = 1.2
 _JITTER_FACTOR = 0.2  # candidates retry every retry_period * [1, 1.2)
 
 
-async def _race(clock: Clock, deadline: float, task: asyncio.Future[Any]) -> bool:
-    """Wait until ``task`` is done or ``clock`` reaches ``deadline``, whichever comes first; True
-    when ``task`` is done. A task that lost is cancelled and waited for (so is it when we are)."""
-    sleeping = asyncio.ensure_future(clock.sleep_until(deadline))
-    try:
-        await asyncio.wait({sleeping, task}, return_when=asyncio.FIRST_COMPLETED)
-        won = task.done()
-    finally:
-        sleeping.cancel()
-        task.cancel()  # a no-op once done
-    if not won:
-        await asyncio.wait({task})
-    return won
-
-
 async def _wait(stop: asyncio.Event, clock: Clock, seconds: float) -> bool:
     """Wait ``seconds`` on ``clock`` or until ``stop``; True when stopped."""
-    await _race(clock, clock.now() + seconds, asyncio.ensure_future(stop.wait()))
+    await done_by(clock, clock.now() + seconds, asyncio.ensure_future(stop.wait()))
     return stop.is_set()
 
 
@@ -187,7 +173,7 @@ class LeaderElector:
             ok = False
             if deadline - started > 0:  # the attempt is cut off at the deadline, on our clock
                 attempt = asyncio.ensure_future(self.try_acquire_or_renew())
-                ok = await _race(self.clock, deadline, attempt) and attempt.result()
+                ok = await done_by(self.clock, deadline, attempt) and attempt.result()
             if ok:
                 last_renew = started
             elif self.clock.now() >= deadline:

@@ -18,9 +18,9 @@ Guarantees:
   ``AttributeError`` and a non-``Result`` return value also count in ``reconcile_panics_total``,
   the Python analogue of a recovered Go panic);
 - ``reconciliation_timeout`` cancels a reconcile that runs too long (``reconcile_timeouts_total``);
-- requeues (``requeue_after`` and rate-limited retries) wait on ``clock`` (a
-  :class:`~pyctrl.workqueue.Clock`; the real one by default, a ``FakeClock`` in tests), the
-  queue's clock;
+- requeues (``requeue_after`` and rate-limited retries), the reconciliation timeout and the cache
+  sync timeout are all timed on ``clock`` (a :class:`~pyctrl.workqueue.Clock`; the real one by
+  default, a ``FakeClock`` in tests), which is also the queue's;
 - every log line of a reconcile carries controller, namespace, name, reconcile_id and *trigger*:
   what caused it (``"update Pod ns/redis-0"``, ``"requeue"`` for timed and error requeues); the
   reconciler gets the same bound logger from :func:`pyctrl.log.from_context`;
@@ -41,6 +41,7 @@ from typing import Any
 
 from pyctrl import _access
 from pyctrl import trace as _trace
+from pyctrl._deadline import done_by
 from pyctrl.client.errors import Conflict
 from pyctrl.controller._metrics import ControllerMetrics
 from pyctrl.event import Event, event_object, event_type
@@ -48,7 +49,7 @@ from pyctrl.handler import RequestQueue
 from pyctrl.log import Logger, bind_to_context, get_logger
 from pyctrl.reconcile import Reconciler, Request, Result, TerminalError
 from pyctrl.source import Source, SyncingSource
-from pyctrl.workqueue import Clock, RateLimiter, RateLimitingQueue, ShutDown
+from pyctrl.workqueue import Clock, RateLimiter, RateLimitingQueue, RealClock, ShutDown
 
 __all__ = ["Controller", "ControllerError"]
 
@@ -129,7 +130,8 @@ class Controller:
         self.max_concurrent_reconciles = max_concurrent_reconciles
         self.reconciliation_timeout = reconciliation_timeout
         self.cache_sync_timeout = cache_sync_timeout
-        self.queue: RateLimitingQueue[Request] = RateLimitingQueue(rate_limiter, name=name, clock=clock)
+        self.clock: Clock = clock if clock is not None else RealClock()
+        self.queue: RateLimitingQueue[Request] = RateLimitingQueue(rate_limiter, name=name, clock=self.clock)
         self.triggers: dict[Request, str] = {}
         self.metrics = ControllerMetrics(name)
         self.log: Logger = get_logger("pyctrl.controller", controller=name)
@@ -209,14 +211,13 @@ class Controller:
 
     async def _wait_for_sync(self, sources: Sequence[Source]) -> None:
         syncing = [s for s in sources if isinstance(s, SyncingSource)]
-        try:
-            async with asyncio.timeout(self.cache_sync_timeout):
-                await asyncio.gather(*(s.wait_for_sync() for s in syncing))
-        except TimeoutError as exc:
+        synced = asyncio.gather(*(s.wait_for_sync() for s in syncing))
+        if not await done_by(self.clock, self.clock.now() + self.cache_sync_timeout, synced):
             raise ControllerError(
                 f"controller {self.name!r}: timed out after {self.cache_sync_timeout}s waiting for "
                 f"caches to sync: {', '.join(map(repr, syncing))}"
-            ) from exc
+            )
+        synced.result()
 
     async def _worker(self) -> None:
         """controller-runtime ``processNextWorkItem`` in a loop: get, handle, done."""
@@ -288,16 +289,17 @@ class Controller:
 
     async def _reconcile(self, request: Request) -> Result | BaseException:
         """Run the reconciler once; return its Result or the exception it raised."""
-        deadline = asyncio.timeout(self.reconciliation_timeout)  # None: no deadline
+        timeout = self.reconciliation_timeout
         try:
-            async with deadline:
+            if timeout is None:
                 result: Any = await self.reconciler.reconcile(request)
+            else:  # the reconcile runs as a task cancelled at the deadline on the clock
+                attempt = asyncio.ensure_future(self.reconciler.reconcile(request))
+                if not await done_by(self.clock, self.clock.now() + timeout, attempt):
+                    self.metrics.timeouts.inc()
+                    return TimeoutError(f"reconcile exceeded the reconciliation timeout ({timeout}s)")
+                result = attempt.result()
         except Exception as exc:
-            if isinstance(exc, TimeoutError) and deadline.expired():
-                self.metrics.timeouts.inc()
-                return TimeoutError(
-                    f"reconcile exceeded the reconciliation timeout ({self.reconciliation_timeout}s)"
-                )
             if isinstance(exc, _PANIC_TYPES):
                 self.metrics.panics.inc()
             return exc

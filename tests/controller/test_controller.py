@@ -17,6 +17,7 @@ from pyctrl.log import from_context
 from pyctrl.reconcile import Request, Result, TerminalError
 from pyctrl.source import Channel
 from pyctrl.testing import eventually
+from pyctrl.workqueue import FakeClock
 
 from ._harness import ScriptedReconciler, running_controller
 from ._util import let_tasks_run, metric
@@ -207,10 +208,16 @@ async def test_a_reconcile_past_the_timeout_is_cancelled_counted_and_retried() -
         return Result()
 
     rec = ScriptedReconciler({"a": hang_first})
-    async with running_controller(rec, reconciliation_timeout=0.05) as h:
+    # a timeout far beyond the test's own: only the controller's FakeClock can bring it
+    async with running_controller(rec, reconciliation_timeout=600) as h:
         h.send("a")
+        await eventually(lambda: h.clock.pending() == 1, within=10.0, what="the reconcile's deadline")
+        h.clock.step(599.999)
+        await let_tasks_run()
+        assert not cancelled.is_set(), "cancelled before the timeout"
+        h.clock.step(0.001)
+        await eventually(cancelled.is_set, within=10.0, what="the reconcile cancelled at its deadline")
         await h.step_until(lambda: counts(h.name, "success") == 1, "retry after the timeout", step=0.001)
-        assert cancelled.is_set()
         assert metric("controller_runtime_reconcile_timeouts_total", controller=h.name) == 1
         assert errors(h.name) == 1
         assert h.delays("a") == [0.001]
@@ -313,10 +320,17 @@ class NeverSyncs:
 
 
 async def test_start_fails_naming_the_sources_that_did_not_sync_within_the_cache_sync_timeout() -> None:
-    ctrl = Controller("sync-timeout", ScriptedReconciler(), cache_sync_timeout=0.05)
+    clock = FakeClock()
+    ctrl = Controller("sync-timeout", ScriptedReconciler(), cache_sync_timeout=120, clock=clock)
     ctrl.watch(NeverSyncs())
-    with pytest.raises(ControllerError, match=r"timed out after 0.05s .* NeverSyncs\(\)"):
-        await ctrl.start(asyncio.Event())
+    start = asyncio.ensure_future(ctrl.start(asyncio.Event()))
+    await eventually(lambda: clock.pending() == 1, within=10.0, what="the cache sync deadline")
+    clock.step(119.9)
+    await let_tasks_run()
+    assert not start.done(), "gave up before the cache sync timeout"
+    clock.step(0.1)
+    with pytest.raises(ControllerError, match=r"timed out after 120s .* NeverSyncs\(\)"):
+        await asyncio.wait_for(start, 10)
 
 
 class NoReconcile:

@@ -15,7 +15,8 @@ Guarantees:
   ``allowVolumeExpansion`` (or the claim has no StorageClass), nothing is patched and the
   condition ``VolumesResized`` is False with reason ``ExpansionNotSupported``, its message naming
   ``spec.storageSize`` and the class; the cluster keeps serving;
-- otherwise the claims below the size are patched (Event ``VolumeExpansionStarted``);
+- otherwise the Bound claims below the size are patched (Event ``VolumeExpansionStarted``; a
+  patch the apiserver refuses is ``ExpansionRefused`` with its message);
   ``VolumesResized`` is False ``Resizing`` until every claim's ``status.capacity`` reports the
   size, then True ``AsRequested``. Lowering ``storageSize`` is refused by the apiserver itself
   (a CEL transition rule on the field), so claims are never asked to shrink;
@@ -30,7 +31,7 @@ from examples.rediscluster.api import RedisCluster, RedisClusterStatus
 from examples.rediscluster.resources import parse_quantity, selector_labels
 from examples.rediscluster.status import _condition as condition
 from pyctrl.client import Client, Reader, StatefulSet
-from pyctrl.client.errors import NotFound
+from pyctrl.client.errors import Forbidden, Invalid, NotFound
 from pyctrl.client.gvk import GroupVersionKind
 from pyctrl.client.objects import Condition, PersistentVolumeClaim
 from pyctrl.client.patch import PatchType, RawPatch
@@ -90,7 +91,10 @@ class VolumeExpander:
             PersistentVolumeClaim, namespace=cluster.namespace, labels=selector_labels(cluster)
         )
         claims = [c for c in listed if c.name.startswith(f"data-{cluster.name}-")]
-        small = [c for c in claims if _storage(_requests(c)) < want]
+        # a claim still Pending (a pod just added) is grown once Bound: only then may it be resized
+        small = [
+            c for c in claims if _storage(_requests(c)) < want and c.status and c.status.phase == "Bound"
+        ]
         old = cluster.status or RedisClusterStatus()
         for claim in small:
             why = await self._not_expandable(claim)
@@ -99,7 +103,11 @@ class VolumeExpander:
                 return condition(old, RESIZED, False, "ExpansionNotSupported", message, now=now)
         for claim in small:
             patch = {"spec": {"resources": {"requests": {"storage": size}}}}
-            await self.client.patch(claim, RawPatch(PatchType.MERGE, patch))
+            try:
+                await self.client.patch(claim, RawPatch(PatchType.MERGE, patch))
+            except (Invalid, Forbidden) as exc:  # the apiserver's own checks (e.g. its resize admission)
+                message = f"spec.storageSize {size}: resizing {claim.name} was refused: {exc}"
+                return condition(old, RESIZED, False, "ExpansionRefused", message, now=now)
             log.info("Expanding a volume", cluster=cluster.name, claim=claim.name, size=size)
         if small:
             names = ", ".join(c.name for c in small)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -260,14 +260,16 @@ async def test_raising_storage_size_expands_every_volume_in_place_and_lowering_i
 
         _merge(grown, {"storageSize": "2Gi"})
 
-        async def expanded() -> bool:
-            claims = _claims(grown)
-            grew = len(claims) == 2 and all(
-                p["status"]["capacity"]["storage"] == "2Gi" for p in claims.values()
-            )
-            return grew and _condition(grown, "VolumesResized").get("status") == "True"
+        def expanded_to(n: int) -> Callable[[], Awaitable[bool]]:
+            async def check() -> bool:
+                claims = _claims(grown)
+                sizes = {p.get("status", {}).get("capacity", {}).get("storage") for p in claims.values()}
+                resized = _condition(grown, "VolumesResized").get("status") == "True"
+                return len(claims) == n and sizes == {"2Gi"} and resized
 
-        await eventually(expanded, within=60, what="every claim of grown at 2Gi")
+            return check
+
+        await eventually(expanded_to(2), within=60, what="every claim of grown at 2Gi")
         out = await kubectl(grown.envtest, "get", "pvc", "-n", grown.namespace, "-o", "wide")
         assert all(" 2Gi " in line for line in out.splitlines() if line.startswith("data-grown-")), out
         volumes = {p["spec"]["volumeName"] for p in _claims(grown).values()}
@@ -285,6 +287,11 @@ async def test_raising_storage_size_expands_every_volume_in_place_and_lowering_i
             _merge(grown, {"storageSize": "1Gi"})
         assert lowered.value.code == 422
         assert "spec.storageSize cannot be lowered" in str(lowered.value)
+
+        # a pod added afterwards gets a claim of the template's size, then grown like the others
+        _merge(grown, {"replicas": 3})
+        await eventually(lambda: grown.ready(3), within=90, what="grown scaled out to 3", interval=0.2)
+        await eventually(expanded_to(3), within=60, what="the new claim grown to 2Gi")
 
         # a StorageClass without allowVolumeExpansion: reported, nothing patched, still serving
         _merge(kept, {"storageSize": "2Gi"})

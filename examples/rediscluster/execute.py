@@ -16,7 +16,9 @@ Guarantees of :meth:`PlanExecutor.execute`:
   of that stage still complete, the reconcile requeues and plans again from what it then
   observes; ``Wait`` stops the sequence without acting;
 - Events: ``MasterElected`` (first master), ``FailoverCompleted`` (a promotion in place of another
-  master, also counted in ``rediscluster_failovers_total``), ``SwitchoverStarted`` (``FAILOVER TO``);
+  master, also counted in ``rediscluster_failovers_total``), ``SwitchoverStarted`` (``FAILOVER TO``,
+  recorded once the target is master: a ``Switchover`` is carried out to its end, so the master
+  label that follows it in the plan moves in the same reconcile);
   they are queued to the event broadcaster, never awaited on the path;
 - a failover's phases (:class:`PhaseTimer`: detection, decision, epoch write, promotion,
   re-pointing) are logged in one line and observed in ``rediscluster_failover_phase_seconds``.

@@ -22,7 +22,8 @@ Guarantees:
   certificate a server presents, so a rotation can be verified end to end.
 - ``promote`` implements REFERENCE "Promote (REPLICAOF NO ONE), verify role:master": it raises
   ``RedisCommandError`` unless INFO then says ``role:master``. ``failover_to`` is the planned
-  switchover (``FAILOVER TO host port``, Redis >= 6.2). ``bgsave`` only starts a save;
+  switchover (``FAILOVER TO host port``, Redis >= 6.2), returning once the target is master.
+  ``bgsave`` only starts a save;
   ``bgsave_status`` reports it, so the operator requeues instead of waiting.
 - ``observe`` parses INFO (replication, server, persistence, keyspace) into ``topology.RedisFacts``;
   ``ping`` is the prober's probe and, like Sentinel, counts ``PONG``, ``-LOADING`` and
@@ -60,6 +61,9 @@ __all__ = [
 ]
 
 DEFAULT_IO_TIMEOUT = 1.0
+#: how long past its own timeout a ``FAILOVER`` may take to finish, and how often it is polled
+HANDOVER_GRACE_SECONDS = 2.0
+HANDOVER_POLL_SECONDS = 0.01
 
 
 class RedisAdminError(Exception):
@@ -298,16 +302,29 @@ class RedisConnection:
     async def failover_to(
         self, target: RedisConnection, *, failover_timeout_ms: int = 5000, force: bool = True
     ) -> None:
-        """Start a planned switchover of this master: ``FAILOVER TO target [FORCE] TIMEOUT ms``.
+        """A planned switchover of this master to ``target``, carried out to its end.
 
-        Redis pauses writes, waits for the target to catch up, then makes it master and itself its
-        replica; with ``force`` it hands over even if the target is still behind after the timeout.
-        The command returns at once: poll :meth:`failover_state` (``no-failover`` again when done).
+        ``FAILOVER TO target [FORCE] TIMEOUT ms``: Redis pauses writes, waits for the target to
+        catch up, then makes it master and itself its replica; with ``force`` it hands over even
+        if the target is still behind after the timeout. The command itself returns at once; this
+        method then polls :meth:`failover_state` until it is ``no-failover`` again and returns
+        once ``target`` answers ``role:master`` — so a caller can move the master label at once.
+        ``RedisCommandError`` when the handover was aborted or is still going after the timeout
+        plus ``HANDOVER_GRACE_SECONDS``.
         """
         command: list[str | int] = ["FAILOVER", "TO", target.host, target.port]
         if force:
             command.append("FORCE")
         await _call(self, (*command, "TIMEOUT", failover_timeout_ms))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + failover_timeout_ms / 1000 + HANDOVER_GRACE_SECONDS
+        while (state := await self.failover_state()) != "no-failover":
+            if loop.time() > deadline:
+                raise RedisCommandError(self.host, self.port, f"FAILOVER still {state} after its timeout")
+            await asyncio.sleep(HANDOVER_POLL_SECONDS)  # poll interval, bounded by the deadline
+        role = (await target.info()).get("role")
+        if role != "master":
+            raise RedisCommandError(target.host, target.port, f"FAILOVER to it ended with role:{role}")
 
     async def reload_tls(self, settings: Mapping[str, str]) -> None:
         """One ``CONFIG SET`` of every TLS file setting (all or none): Redis re-reads the files."""

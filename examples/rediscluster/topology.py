@@ -199,8 +199,8 @@ def _converge(
 
     ``epoch`` (a new decision) puts ``RecordMaster`` first. Labels leave the other pods before any
     Redis command, so no Service selects two masters; the master label comes last, after Promote.
-    With ``handover_from`` the master is made by ``Switchover`` instead, and the master label waits
-    for the next plan (FAILOVER is async). That master's other replicas are first re-pointed to
+    With ``handover_from`` the master is made by ``Switchover`` instead (carried out to its end:
+    the master label follows it at once). That master's other replicas are first re-pointed to
     the new one (chained below it while it is still a replica: same replication ID, a partial
     resync), so the new master has them the moment it takes over, even if the old master leaves
     right away (a drained node) — writes acknowledged by ``WAIT`` do not stall waiting for them.
@@ -223,7 +223,7 @@ def _converge(
             actions.append(Demote(n.pod, master))
         elif not n.follows(m):
             actions.append(ReplicaOf(n.pod, master))
-    if m.label != Role.MASTER and handover_from is None:
+    if m.label != Role.MASTER:
         actions.append(SetLabel(master, Role.MASTER))
     return Plan(tuple(actions))
 

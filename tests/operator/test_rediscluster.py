@@ -133,7 +133,12 @@ async def test_a_crashed_master_fails_over_without_losing_acknowledged_writes(
     missing = await lost_writes(c, acked)
     assert missing == [], f"{len(missing)} of {len(acked)} acknowledged writes lost"
     assert violations == []
-    assert op_metric("rediscluster_failovers_total", namespace=c.namespace, name="crash") == 1
+    failovers = [
+        (e["message"], e.get("count"))
+        for e in c.envtest.http.get(f"/api/v1/namespaces/{c.namespace}/events")["items"]
+        if e["reason"] == "FailoverCompleted"
+    ]
+    assert op_metric("rediscluster_failovers_total", namespace=c.namespace, name="crash") == 1, failovers
     phases = {
         phase: op_metric(
             "rediscluster_failover_phase_seconds_sum", namespace=c.namespace, name="crash", phase=phase

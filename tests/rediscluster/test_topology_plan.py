@@ -197,6 +197,7 @@ def test_not_ready_master_below_the_window_waits_then_hands_over_without_loss() 
         SetLabel("rc-0", R),
         ReplicaOf("rc-1", "rc-2"),
         Switchover("rc-0", "rc-2"),
+        SetLabel("rc-2", M),  # once the switchover is done
     )
 
 
@@ -240,6 +241,7 @@ def test_resume_when_the_old_master_is_back_and_in_sync_switches_over() -> None:
         SetLabel("rc-0", R),
         ReplicaOf("rc-1", "rc-2"),
         Switchover("rc-0", "rc-2"),
+        SetLabel("rc-2", M),  # once the switchover is done
     )
 
 
@@ -364,6 +366,7 @@ def test_a_handover_also_fences_a_stray_master_and_moves_the_old_masters_replica
         ReplicaOf("rc-1", "rc-2"),
         Switchover("rc-0", "rc-2"),
         Demote("rc-3", "rc-2"),
+        SetLabel("rc-2", M),
     )
 
 

@@ -230,6 +230,7 @@ def test_switchover_records_chains_the_other_replicas_below_the_target_then_hand
         SetLabel("rc-2", Role.REPLICA),
         ReplicaOf("rc-1", "rc-0"),  # the new master keeps a replica when the old one leaves
         Switchover("rc-2", "rc-0"),
+        SetLabel("rc-0", Role.MASTER),  # once the switchover is done
     )
 
 
@@ -287,6 +288,7 @@ def test_a_terminating_master_is_handed_over_to_the_best_live_in_sync_replica() 
         ReplicaOf("rc-1", "rc-3"),
         ReplicaOf("rc-2", "rc-3"),
         Switchover("rc-0", "rc-3"),
+        SetLabel("rc-3", Role.MASTER),
     )
 
 

@@ -18,12 +18,11 @@ pause; the aim is at most 0.2). Printed, never asserted.
 from __future__ import annotations
 
 import asyncio
-import statistics
 import subprocess
 import time
 from typing import TYPE_CHECKING, Any
 
-from benchmarks._failover_run import Outcome, Writer, longest_pause, lost_writes, one_run
+from benchmarks._failover_run import Outcome, Writer, longest_pause, lost_writes, one_run, report_pause_ratio
 from benchmarks._failover_systems import NS, OperatorSystem, SystemError_, until
 from examples.rediscluster.demo import ROOT, operator_process
 from pyctrl.client import load_kubeconfig
@@ -158,19 +157,10 @@ def _s(value: float | None) -> str:
 
 
 def report_drain(outcomes: list[Outcome], down_after_ms: int) -> None:
-    drains = [o.longest_pause_s for o in outcomes if o.fault == "drain" and not o.note]
-    crashes = [o.longest_pause_s for o in outcomes if o.fault == "drain_crash" and not o.note]
-    if not drains or not crashes:
-        print("drain: not enough successful runs for a ratio")
-        return
-    d, c = statistics.median(drains), statistics.median(crashes)
-    lost = sum(o.lost for o in outcomes)
-    print(
-        f"\ndrain of the master's node vs crash of the master (downAfterMilliseconds={down_after_ms}, "
-        f"3 nodes): median longest write pause {d:.3f}s over {len(drains)} drains, "
-        f"{c:.3f}s over {len(crashes)} crashes; acknowledged writes lost {lost}"
+    what = (
+        f"drain of the master's node vs crash of the master (downAfterMilliseconds={down_after_ms}, 3 nodes)"
     )
-    print(f"RATIO drain_pause_vs_crash_failover {d / c:.3f}")
+    report_pause_ratio(outcomes, "drain", "drain_crash", what, "drain_pause_vs_crash_failover")
 
 
 async def _true(value: bool) -> bool:

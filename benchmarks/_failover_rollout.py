@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import statistics
 import time
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from benchmarks._failover_drain import _line, _refresh
-from benchmarks._failover_run import Outcome, Writer, longest_pause, lost_writes, one_run
+from benchmarks._failover_run import Outcome, Writer, longest_pause, lost_writes, one_run, report_pause_ratio
 from benchmarks._failover_systems import OperatorSystem, SystemError_, until
 from examples.rediscluster.demo import operator_process
 
@@ -123,19 +122,8 @@ async def rollout_runs(ctx: Context) -> list[Any]:
 
 
 def report_rollout(outcomes: list[Outcome], down_after_ms: int) -> None:
-    rollouts = [o.longest_pause_s for o in outcomes if o.fault == "rollout" and not o.note]
-    crashes = [o.longest_pause_s for o in outcomes if o.fault == "rollout_crash" and not o.note]
-    if not rollouts or not crashes:
-        print("rollout: not enough successful runs for a ratio")
-        return
-    r, c = statistics.median(rollouts), statistics.median(crashes)
-    lost = sum(o.lost for o in outcomes)
-    print(
-        f"\nimage rollout of 3 pods vs crash of the master (downAfterMilliseconds={down_after_ms}): "
-        f"median longest write pause {r:.3f}s over {len(rollouts)} rollouts, {c:.3f}s over "
-        f"{len(crashes)} crashes; acknowledged writes lost {lost}"
-    )
-    print(f"RATIO rollout_pause_vs_crash_failover {r / c:.3f}")
+    what = f"image rollout of 3 pods vs crash of the master (downAfterMilliseconds={down_after_ms})"
+    report_pause_ratio(outcomes, "rollout", "rollout_crash", what, "rollout_pause_vs_crash_failover")
 
 
 async def _true(value: bool) -> bool:

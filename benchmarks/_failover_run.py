@@ -22,13 +22,14 @@ import contextlib
 import itertools
 import os
 import signal
+import statistics
 import time
 import uuid
 from dataclasses import dataclass
 
 from benchmarks._failover_systems import System, redis_client, redis_info, until
 
-__all__ = ["FAULTS", "Outcome", "Writer", "longest_pause", "lost_writes", "one_run"]
+__all__ = ["FAULTS", "Outcome", "Writer", "longest_pause", "lost_writes", "one_run", "report_pause_ratio"]
 
 #: Scenario name -> how the master's redis-server is faulted.
 FAULTS = {"crash": "SHUTDOWN NOSAVE", "hang": "SIGSTOP", "kill": "SIGKILL"}
@@ -181,6 +182,23 @@ async def one_run(system: System, fault: str, deadline: float = 60.0) -> Outcome
         lost=lost,
         note=note,
     )
+
+
+def report_pause_ratio(outcomes: list[Outcome], planned: str, crash: str, what: str, ratio: str) -> None:
+    """Print the median longest write pause of the ``planned`` runs against the ``crash`` runs and
+    ``RATIO <ratio>`` (planned over crash); ``what`` describes the comparison."""
+    planned_pauses = [o.longest_pause_s for o in outcomes if o.fault == planned and not o.note]
+    crashes = [o.longest_pause_s for o in outcomes if o.fault == crash and not o.note]
+    if not planned_pauses or not crashes:
+        print(f"{planned}: not enough successful runs for a ratio")
+        return
+    p, c = statistics.median(planned_pauses), statistics.median(crashes)
+    lost = sum(o.lost for o in outcomes)
+    print(
+        f"\n{what}: median longest write pause {p:.3f}s over {len(planned_pauses)} {planned}s, "
+        f"{c:.3f}s over {len(crashes)} crashes; acknowledged writes lost {lost}"
+    )
+    print(f"RATIO {ratio} {p / c:.3f}")
 
 
 async def _true(value: bool) -> bool:

@@ -303,21 +303,34 @@ async def test_a_restore_seeds_a_new_cluster_with_every_key_and_reports_restored
     data, backup = await backed_up(src, b, object_store, "nightly", 100_000)
     dst = cluster_factory("dst")
     dst.create(replicas=2, downAfterMilliseconds=QUIET_DOWN_AFTER_MS, restoreFrom={"backupName": "nightly"})
-    await eventually(lambda: dst.ready(2), within=180, what="the restored cluster Running", interval=0.5)
-    restored = condition(dst.status(), "Restored")
-    assert restored is not None
-    assert restored["status"] == "True", restored
-    assert "RedisBackup nightly" in restored["message"]
-    assert backup["sha256"] in restored["message"]
-    for pod in dst.pods():  # the master was seeded; the replica synced from it
-        client = await dst.redis(pod)
-        keys = list(data)
-        values: list[Any] = []
-        for start in range(0, len(keys), 10_000):
-            values += await client.mget(keys[start : start + 10_000])
-        assert await client.dbsize() == len(data)
-        assert dict(zip(keys, values, strict=True)) == data, pod
-        await client.aclose()
+    # with persistence Redis loads its AOF, not dump.rdb: the backup becomes the AOF's base
+    aof = cluster_factory("aof")
+    aof.create(
+        replicas=1,
+        enablePersistence=True,
+        storageSize="256Mi",
+        downAfterMilliseconds=QUIET_DOWN_AFTER_MS,
+        restoreFrom={"backupName": "nightly"},
+    )
+    for c, replicas in ((dst, 2), (aof, 1)):
+        await eventually(partial(c.ready, replicas), within=180, what=f"{c.name} Running", interval=0.5)
+        restored = condition(c.status(), "Restored")
+        assert restored is not None
+        assert restored["status"] == "True", restored
+        assert "RedisBackup nightly" in restored["message"]
+        assert backup["sha256"] in restored["message"]
+        for pod in c.pods():  # the master was seeded; the replica synced from it
+            client = await c.redis(pod)
+            keys = list(data)
+            values: list[Any] = []
+            for start in range(0, len(keys), 10_000):
+                values += await client.mget(keys[start : start + 10_000])
+            assert await client.dbsize() == len(data)
+            assert dict(zip(keys, values, strict=True)) == data, pod
+            await client.aclose()
+    client = await aof.redis(str(aof.status()["currentMaster"]))
+    assert (await client.info("persistence"))["aof_enabled"] == 1  # it runs on the seeded AOF
+    await client.aclose()
     cm = envtest.http.get(f"/api/v1/namespaces/{namespace}/configmaps/dst-restore")
     assert cm["data"] == {"done": "true"}  # pods created from now on sync instead of re-seeding
     await recorded(envtest, namespace, "dst", "Restored")

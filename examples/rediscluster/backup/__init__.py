@@ -3,7 +3,8 @@
 - ``api``: RedisBackup, and the RedisCluster's ``spec.backup`` / ``spec.restoreFrom`` types;
 - ``rdb``, ``store``, ``worker``: the program the Jobs run (RDB off a replica, through SHA-256,
   into a PVC file or an S3 object; the restore check; deletion);
-- ``job``: the Job and init-container manifests (pure);
+- ``aof``: a restore into a Redis with persistence (the RDB as the base of its AOF);
+- ``job``: the Job and init-container manifests (pure); ``results``: what the Job's pods report;
 - ``shards`` (pure) and ``sharded`` (the worker's steps): backups per shard of a ``mode: cluster``
   RedisCluster — one RDB per shard and a manifest — and their restore;
 - ``reconciler``: one Job per RedisBackup, its result back into the status;

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import base64
 import datetime
-import json
 from typing import Any
 
 from examples.rediscluster import redis_admin, tls
@@ -35,6 +34,7 @@ from examples.rediscluster.backup.job import (
     delete_job,
     job_name,
 )
+from examples.rediscluster.backup.results import result_of, shard_results, with_results
 from examples.rediscluster.backup.shards import (
     ShardSource,
     cluster_backup_job,
@@ -75,67 +75,6 @@ class BadInput(Exception):
 
 class NotYet(Exception):
     """The backup cannot start yet (no serving pod); it stays Pending and is retried."""
-
-
-def _statuses(pod: Pod) -> list[Any]:
-    """The pod's init and main container statuses."""
-    if pod.status is None:
-        return []
-    return [*(pod.status.init_container_statuses or []), *(pod.status.container_statuses or [])]
-
-
-def _shard_results(pods: list[Pod]) -> dict[int, dict[str, Any]]:
-    """Shard index -> the result of its ``shard-<i>`` container that succeeded (cluster mode)."""
-    out: dict[int, dict[str, Any]] = {}
-    for pod in pods:
-        for status in (pod.status.init_container_statuses if pod.status else None) or []:
-            terminated = (status.state or {}).get("terminated") or {}
-            if terminated.get("exitCode") != 0:
-                continue
-            try:
-                parsed = json.loads(str(terminated.get("message") or "").strip().splitlines()[-1])
-            except (ValueError, IndexError):
-                continue
-            if isinstance(parsed, dict) and isinstance(parsed.get("shard"), int):
-                out[parsed["shard"]] = parsed
-    return out
-
-
-def _with_results(shards: list[ShardBackup], results: dict[int, dict[str, Any]]) -> list[ShardBackup]:
-    return [
-        s.model_copy(
-            update={
-                "location": results[s.index]["location"],
-                "size_bytes": int(results[s.index]["sizeBytes"]),
-                "sha256": results[s.index]["sha256"],
-            }
-        )
-        if s.index in results
-        else s
-        for s in shards
-    ]
-
-
-def _result(pods: list[Pod]) -> dict[str, Any] | None:
-    """The worker's JSON from the newest terminated container of a Job's pods (None while none
-    reported): the main container's on success, the failing (init) container's otherwise."""
-    newest: tuple[str, dict[str, Any]] | None = None
-    for pod in pods:
-        for status in _statuses(pod):
-            terminated = (status.state or {}).get("terminated") or {}
-            message = str(terminated.get("message") or "").strip()
-            if not message:
-                continue
-            try:
-                parsed = json.loads(message.splitlines()[-1])
-            except ValueError:
-                parsed = None
-            if not isinstance(parsed, dict):  # a crash: FallbackToLogsOnError put the log tail there
-                parsed = {"error": message[-500:]}
-            finished = str(terminated.get("finishedAt") or "")
-            if newest is None or finished > newest[0]:
-                newest = (finished, parsed)
-    return None if newest is None else newest[1]
 
 
 @rbac(
@@ -361,7 +300,7 @@ class RedisBackupReconciler:
             )
         shards: dict[str, Any] = {}
         if recorded is not None:
-            shards["shards"] = _with_results(recorded, _shard_results(pods))
+            shards["shards"] = with_results(recorded, shard_results(pods))
         if not complete and failed is None:
             if (backup.status or RedisBackupStatus()).phase is not BackupPhase.RUNNING:
                 # restarted between creating the Job and recording it: record it now
@@ -370,7 +309,7 @@ class RedisBackupReconciler:
                 shards |= {"source_pod": None if recorded is not None else source}
             await self._write_status(backup, **shards)
             return Result(requeue_after=WAIT_REQUEUE if recorded is not None else None)
-        result = _result(pods)
+        result = result_of(pods)
         if complete:
             if result is None or "sha256" not in result:
                 return await self._result_missing(backup, job, pods)

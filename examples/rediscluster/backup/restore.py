@@ -31,8 +31,10 @@ new shards start empty and the rebalance fills them), not fall short of it. ``Re
 once every slot is assigned and each of the backup's shards has a master serving slots. A backup
 restores a cluster of its own mode only (RestoreFailed otherwise).
 
-Restore needs ``enablePersistence: false`` (with AOF on, Redis loads the AOF, not ``dump.rdb``);
-the reconciler reports such a spec as RestoreFailed.
+With ``enablePersistence: true`` Redis loads its AOF, not ``dump.rdb``: the init container makes
+the checked RDB the base file of a multi-part AOF (``backup.aof``; ``appenddirname`` and
+``appendfilename`` of ``redisConfig`` honoured), and leaves a volume that holds an AOF already
+as it is (a pod restarted before the restore was done keeps what it has).
 """
 
 from __future__ import annotations
@@ -194,9 +196,6 @@ async def _restore_state(
         else:
             why, reason = f"RedisBackup {source.backup_name!r} has not succeeded yet", "RestorePending"
         return RestoreState(blocked=why, condition=_condition(cluster, False, reason, why, now))
-    if cluster.spec.enable_persistence:
-        why = "restoreFrom needs enablePersistence: false (with AOF Redis does not load the RDB)"
-        return RestoreState(blocked=why, condition=_condition(cluster, False, "RestoreFailed", why, now))
     sharded = cluster.spec.mode == "cluster"
     if (unfit := _unfit(cluster, backup)) is not None:
         return RestoreState(blocked=unfit, condition=_condition(cluster, False, "RestoreFailed", unfit, now))
@@ -206,6 +205,11 @@ async def _restore_state(
         init = cluster_restore_init_container(backup, image, cluster.spec.replicas_per_shard)
     else:
         init = restore_init_container(backup, image)
+    if cluster.spec.enable_persistence:  # Redis loads the AOF, not dump.rdb: the RDB becomes its base
+        config = cluster.spec.redis_config
+        aof_dir = f"/data/{config.get('appenddirname', 'appendonlydir')}"
+        init["args"] = [*init["args"], "--aof-dir", aof_dir]
+        init["args"] += ["--aof-name", config.get("appendfilename", "appendonly.aof")]
     volumes, _ = restore_volumes(backup.spec.destination)
     init["env"] = [
         *init["env"],

@@ -42,6 +42,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from examples.rediscluster.backup import sharded
+from examples.rediscluster.backup.aof import AppendOnlyFiles
 from examples.rediscluster.backup.rdb import RdbError, RdbStream
 from examples.rediscluster.backup.store import PvcStore, S3Store, Store, StoreError
 
@@ -73,6 +74,8 @@ def _parser() -> argparse.ArgumentParser:
     restore.add_argument("--target", required=True, type=Path)
     restore.add_argument("--sha256", required=True)
     restore.add_argument("--size-bytes", type=int, default=None)
+    restore.add_argument("--aof-dir", type=Path, help="persistence on: make the RDB this AOF's base")
+    restore.add_argument("--aof-name", default="appendonly.aof", help="appendfilename of redis.conf")
     restore.add_argument(
         "--replicas-per-shard", type=int, help="cluster mode: DESTINATION is a manifest; $POD_NAME's shard"
     )
@@ -131,14 +134,7 @@ def _run(args: argparse.Namespace) -> dict[str, object]:
     if args.command == "manifest":
         return sharded.write_manifest(args, store)
     if args.command == "restore":
-        if os.environ.get("RESTORE_DONE") == "true":
-            print("the cluster was seeded already: this pod syncs from its master instead", flush=True)
-            return {"skipped": True}
-        if args.replicas_per_shard is not None:
-            return sharded.restore_shard(args, store, _store)
-        store.get(args.target, sha256=args.sha256, size_bytes=args.size_bytes)
-        print(f"restored {store.location} into {args.target} (SHA-256 checked)", flush=True)
-        return {"location": store.location, "sha256": args.sha256}
+        return _restore(args, store)
     for i in range(args.shards or 0):
         shard = _store(args, f"shard-{i}.rdb")
         shard.delete()
@@ -146,6 +142,26 @@ def _run(args: argparse.Namespace) -> dict[str, object]:
     store.delete()
     print(f"deleted {store.location}", flush=True)
     return {"location": store.location, "deleted": True}
+
+
+def _restore(args: argparse.Namespace, store: Store) -> dict[str, object]:
+    if os.environ.get("RESTORE_DONE") == "true":
+        print("the cluster was seeded already: this pod syncs from its master instead", flush=True)
+        return {"skipped": True}
+    aof = None if args.aof_dir is None else AppendOnlyFiles(args.aof_dir, args.aof_name)
+    if aof is not None and aof.exists():
+        print(f"{aof.manifest} exists: this pod's volume holds its data already", flush=True)
+        return {"skipped": True}
+    if args.replicas_per_shard is not None:
+        result = sharded.restore_shard(args, store, _store)
+    else:
+        store.get(args.target, sha256=args.sha256, size_bytes=args.size_bytes)
+        print(f"restored {store.location} into {args.target} (SHA-256 checked)", flush=True)
+        result = {"location": store.location, "sha256": args.sha256}
+    if aof is not None and args.target.exists():
+        aof.seed(args.target)
+        print(f"{args.target} is now the base of {aof.manifest} (appendonly yes loads it)", flush=True)
+    return result
 
 
 def main(argv: Sequence[str] | None = None) -> int:

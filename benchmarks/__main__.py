@@ -4,8 +4,11 @@ Order: the workqueue and cache benchmarks (their own processes); the controller-
 build; one local control plane (etcd + kube-apiserver + kube-controller-manager, no node) with the
 test CRD; ``--runs`` rounds of ``--objects`` Items for every program, round-robin with the order
 rotated each round so the machine's noise hits all alike; ``--memory-rounds`` rounds of
-``--memory-objects``; then the table, ``results/peers.json``, ``results/peers.png``, the README
-section, and last the ``RATIO <name> <value>`` lines. Each run of the ``--runs`` rounds also has a
+``--memory-objects`` (with a backlog phase too); ``--large-rounds`` backlog-only rounds of
+``--large-objects`` for ``--large-peers`` (the cost per object at 100,000); then the table, the
+cost table (per object, start-up excluded), ``results/cost.png``, ``results/peers.json``,
+``results/peers.png``, the README section, and last the ``RATIO <name> <value>`` lines. Each run
+of the ``--runs`` rounds also has a
 backlog phase (``--no-backlog``: none): ``--objects`` Items created first, then the program
 started, timed from its first to its last convergence (see ``benchmarks/_runs.py``). Every process
 started is stopped on the way out, on failure and on Ctrl-C too. Nothing is asserted: figures are
@@ -40,6 +43,13 @@ def _args() -> argparse.Namespace:
     p.add_argument("--objects", type=int, default=1000)
     p.add_argument("--memory-rounds", type=int, default=1, help="rounds with --memory-objects (0: none)")
     p.add_argument("--memory-objects", type=int, default=10000)
+    p.add_argument("--large-rounds", type=int, default=1, help="backlog-only rounds with --large-objects")
+    p.add_argument("--large-objects", type=int, default=100_000)
+    p.add_argument(
+        "--large-peers",
+        default="pyctrl,controller_runtime,raw",
+        help="programs of the large rounds (kopf's 100,000 would not fit the hour)",
+    )
     p.add_argument("--concurrency", type=int, default=16, help="concurrent reconciles, all programs")
     p.add_argument("--peers", default=",".join(PEERS), help="comma-separated subset of " + ",".join(PEERS))
     p.add_argument("--no-backlog", action="store_true", help="skip the backlog phase of the --runs rounds")
@@ -51,24 +61,27 @@ def _args() -> argparse.Namespace:
 
 async def _rounds(kubeconfig: Path, peers: list[Peer], a: argparse.Namespace) -> list[Run]:
     backlog = not a.no_backlog
-    plan = [(a.objects, r, backlog) for r in range(a.runs)]
-    plan += [(a.memory_objects, r, False) for r in range(a.memory_rounds)]
+    large = [p for p in peers if p.key in a.large_peers.split(",")]
+    # (objects, round, backlog phase?, only the backlog phase?, programs)
+    plan = [(a.objects, r, backlog, False, peers) for r in range(a.runs)]
+    plan += [(a.memory_objects, r, backlog, False, peers) for r in range(a.memory_rounds)]
+    plan += [(a.large_objects, r, True, True, large) for r in range(a.large_rounds if backlog else 0)]
     runs: list[Run] = []
     async with ApiClient(await load_kubeconfig(kubeconfig)) as client:
-        for i, (n, round_no, with_backlog) in enumerate(plan):
-            shift = i % len(peers)
-            for peer in peers[shift:] + peers[:shift]:
+        for i, (n, round_no, with_backlog, only_backlog, members) in enumerate(plan):
+            shift = i % len(members)
+            for peer in members[shift:] + members[:shift]:
                 timeout = 600.0 + n * 0.2
+                options: dict[str, Any] = {
+                    "kubeconfig": kubeconfig,
+                    "n": n,
+                    "round_no": round_no,
+                    "concurrency": a.concurrency,
+                    "log_dir": LOGS,
+                    "timeout": timeout,
+                }
                 run = await run_once(
-                    client.rest,
-                    peer,
-                    kubeconfig=kubeconfig,
-                    n=n,
-                    round_no=round_no,
-                    concurrency=a.concurrency,
-                    log_dir=LOGS,
-                    timeout=timeout,
-                    backlog=with_backlog,
+                    client.rest, peer, backlog=with_backlog, only_backlog=only_backlog, **options
                 )
                 print(f"bench: round {i + 1}/{len(plan)}  {run.line()}", flush=True)
                 runs.append(run)
@@ -104,6 +117,16 @@ def _section(summary: dict[str, Any], a: argparse.Namespace, info: dict[str, Any
             " left out), start-up from the process's start to the first convergence, CPU s from the"
             " process's start (imports and initial list included) to the last convergence.",
         ]
+    lines += [
+        "",
+        "Cost per object (the backlog phases: the Items exist, then the program starts): CPU µs per"
+        " Item converged after the first (start-up and initial list excluded, reported beside),"
+        " initial sync (spawn to the first convergence), RSS once all converged and the program is"
+        " quiet, and that over the RSS of the program on an empty namespace, per Item"
+        " (![cost per object](results/cost.png)):",
+        "",
+        _report.cost_table(summary, a.objects),
+    ]
     lines += ["", "```", *(_ratio_line(k, v) for k, v in info["ratios"].items()), "```"]
     return "\n".join(lines)
 
@@ -133,6 +156,8 @@ def _load(a: argparse.Namespace) -> tuple[dict[str, Any], dict[str, float], dict
     for key in ("runs", "objects", "memory_rounds", "memory_objects", "concurrency"):
         setattr(a, key, data["args"][key])
     a.no_backlog = data["args"].get("no_backlog", True)
+    a.large_rounds = data["args"].get("large_rounds", 0)
+    a.large_objects = data["args"].get("large_objects", 100_000)
     return info, micro, data.get("micro_output", {}), [Run(**r) for r in data["runs"]]
 
 
@@ -140,7 +165,7 @@ def main() -> int:
     a = _args()
     info, micro, micro_out, runs = _load(a) if a.from_json else _measure(a)
     summary = _report.summarize(runs)
-    info["ratios"] = _report.ratios(summary, a.objects, micro)
+    info["ratios"] = _report.ratios(summary, a.objects, micro, medium=a.memory_objects, large=a.large_objects)
     section = _section(summary, a, info)
     print("\n" + section.split("```")[0].rstrip() + "\n")
     if not a.no_write:
@@ -154,6 +179,7 @@ def main() -> int:
         _report.write_json(RESULTS / "peers.json", data)
         big = a.memory_objects if a.memory_rounds else None
         _report.write_chart(RESULTS / "peers.png", summary, runs, a.objects, big)
+        _report.write_cost_chart(RESULTS / "cost.png", summary, a.objects)
         _report.write_readme(REPO / "benchmarks" / "README.md", section)
         print(f"bench: wrote {RESULTS / 'peers.json'}, {RESULTS / 'peers.png'} and benchmarks/README.md")
     for name, value in info["ratios"].items():

@@ -22,7 +22,17 @@ from typing import Any
 from benchmarks._peers import PEERS
 from benchmarks._runs import Run
 
-__all__ = ["machine", "ratios", "summarize", "table", "write_chart", "write_readme"]
+__all__ = [
+    "cost_ratio",
+    "cost_table",
+    "machine",
+    "ratios",
+    "summarize",
+    "table",
+    "write_chart",
+    "write_cost_chart",
+    "write_readme",
+]
 
 _BEGIN, _END = "<!-- results:begin -->", "<!-- results:end -->"
 
@@ -70,7 +80,15 @@ def summarize(runs: Sequence[Run]) -> dict[str, dict[str, dict[str, Any]]]:
             mine = [r for r in runs if r.peer == peer and str(r.n) == n]
             ok = [r for r in mine if r.error is None]
             cell["runs"], cell["failed"] = len(ok), len(mine) - len(ok)
-            for field in ("seconds", "objects_per_s", "cpu_seconds", "rss_start_mib", "rss_after_mib"):
+            for field in (
+                "seconds",
+                "objects_per_s",
+                "cpu_seconds",
+                "rss_start_mib",
+                "rss_after_mib",
+                "startup_seconds",
+                "startup_cpu_seconds",
+            ):
                 cell[field] = _median([getattr(r, field) for r in ok])
             cell["rss_idle_mib"] = _median([r.rss_idle_mib for r in ok])
             cell["create_seconds"] = _median([r.create_seconds for r in ok])
@@ -92,6 +110,9 @@ def summarize(runs: Sequence[Run]) -> dict[str, dict[str, dict[str, Any]]]:
                     "backlog_objects_per_s",
                     "backlog_startup_seconds",
                     "backlog_cpu_seconds",
+                    "backlog_startup_cpu_seconds",
+                    "backlog_cpu_per_object_us",
+                    "backlog_rss_mib",
                 ):
                     cell[field] = _median([getattr(r, field) for r in backlog])
     return out
@@ -102,7 +123,28 @@ def _get(summary: dict[str, Any], peer: str, n: int, field: str) -> float | None
     return None if value is None else float(value)
 
 
-def ratios(summary: dict[str, Any], n: int, micro: dict[str, float]) -> dict[str, float | None]:
+def _largest_common(summary: dict[str, Any], peers: Sequence[str], field: str) -> int | None:
+    """The largest object count at which every one of ``peers`` has ``field``."""
+    sizes = [
+        int(size)
+        for size in summary.get(peers[0], {})
+        if all(_get(summary, peer, int(size), field) for peer in peers)
+    ]
+    return max(sizes, default=None)
+
+
+def cost_ratio(summary: dict[str, Any], mine: str, theirs: str) -> float | None:
+    """``mine``'s CPU per object over ``theirs``, at the largest count both were measured at."""
+    field = "backlog_cpu_per_object_us"
+    size = _largest_common(summary, [mine, theirs], field)
+    if size is None:
+        return None
+    return float(_get(summary, mine, size, field) or 0) / float(_get(summary, theirs, size, field) or 1)
+
+
+def ratios(
+    summary: dict[str, Any], n: int, micro: dict[str, float], *, medium: int, large: int
+) -> dict[str, float | None]:
     def over(peer: str, field: str = "objects_per_s") -> float | None:
         mine, theirs = _get(summary, "pyctrl", n, field), _get(summary, peer, n, field)
         return mine / theirs if mine and theirs else None
@@ -116,7 +158,94 @@ def ratios(summary: dict[str, Any], n: int, micro: dict[str, float]) -> dict[str
     # after the others, so the lines that were there before keep their places
     for peer in ("kopf", "controller_runtime", "raw"):
         out[f"pyctrl_vs_{peer}_backlog_throughput"] = over(peer, "backlog_objects_per_s")
+    # the cost per object (start-up excluded), at the largest count measured for both; n's RSS idle
+    # and start-up; pyctrl's CPU per object at the large count over the medium one
+    out["cpu_per_object_vs_raw"] = cost_ratio(summary, "pyctrl", "raw")
+    out["cpu_per_object_vs_controller_runtime"] = cost_ratio(summary, "pyctrl", "controller_runtime")
+    out["idle_rss_vs_raw"] = over("raw", "rss_idle_mib")
+    out["startup_vs_raw"] = over("raw", "startup_seconds")
+    grown = _get(summary, "pyctrl", large, "backlog_cpu_per_object_us")
+    base = _get(summary, "pyctrl", medium, "backlog_cpu_per_object_us")
+    out["cpu_per_object_growth_10k_to_100k"] = grown / base if grown and base else None
+    out["kopf_cpu_per_object_vs_pyctrl"] = cost_ratio(summary, "kopf", "pyctrl")
     return out
+
+
+def _measured_sizes(summary: dict[str, Any], key: str) -> list[int]:
+    """The object counts with a CPU-per-object figure for ``key``, ascending."""
+    field = "backlog_cpu_per_object_us"
+    return sorted(int(s) for s in summary.get(key, {}) if _get(summary, key, int(s), field))
+
+
+def _rss_per_object(summary: dict[str, Any], key: str, size: int, n: int) -> float | None:
+    """KiB of RSS per object holding ``size`` of them, over the RSS on an empty namespace (at ``n``)."""
+    rss, empty = _get(summary, key, size, "backlog_rss_mib"), _get(summary, key, n, "rss_start_mib")
+    return (rss - empty) * 1024 / size if rss is not None and empty is not None else None
+
+
+def cost_table(summary: dict[str, Any], n: int) -> str:
+    """The per-object figures of every program at every object count (backlog phases)."""
+    head = [
+        "implementation",
+        "objects",
+        "CPU µs per object",
+        "start-up + initial list: CPU s",
+        "initial sync s",
+        "RSS holding them",
+        "RSS per object",
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for key, peer in PEERS.items():
+        for size in _measured_sizes(summary, key):
+            per = _get(summary, key, size, "backlog_cpu_per_object_us")
+            rss = _get(summary, key, size, "backlog_rss_mib")
+            row = [
+                peer.label,
+                f"{size:,}",
+                _f(per, ".0f"),
+                _f(_get(summary, key, size, "backlog_startup_cpu_seconds"), ".2f"),
+                _f(_get(summary, key, size, "backlog_startup_seconds"), ".2f"),
+                _f(rss, ".0f") + " MiB",
+                _f(_rss_per_object(summary, key, size, n), ".2f") + " KiB",
+            ]
+            lines.append("| " + " | ".join(row) + " |")
+    startup = ", ".join(
+        f"{PEERS[key].label} {_f(_get(summary, key, n, 'startup_seconds'), '.2f')} s"
+        f" / {_f(_get(summary, key, n, 'startup_cpu_seconds'), '.2f')} CPU s"
+        for key in PEERS
+        if key in summary
+    )
+    return "\n".join([*lines, "", f"Start-up (spawn to its first convergence, empty namespace): {startup}."])
+
+
+def write_cost_chart(path: Path, summary: dict[str, Any], n: int) -> None:
+    """CPU µs and RSS KiB per object against the object count, one line per program (log x)."""
+    matplotlib: Any = importlib.import_module("matplotlib")
+    matplotlib.use("Agg")
+    plt: Any = importlib.import_module("matplotlib.pyplot")
+    fig, (cpu_ax, rss_ax) = plt.subplots(1, 2, figsize=(12, 4.6))
+    for key, peer in PEERS.items():
+        sizes = _measured_sizes(summary, key)
+        if not sizes:
+            continue
+        cpu = [_get(summary, key, size, "backlog_cpu_per_object_us") for size in sizes]
+        cpu_ax.plot(sizes, cpu, marker="o", label=peer.label)
+        rss = [_rss_per_object(summary, key, size, n) for size in sizes]
+        rss_ax.plot(sizes, [float("nan") if r is None else r for r in rss], marker="o", label=peer.label)
+    for ax, title, unit in (
+        (cpu_ax, "CPU per reconciled object (start-up excluded)", "CPU µs per object"),
+        (rss_ax, "RSS per cached object (over the empty program's)", "KiB per object"),
+    ):
+        ax.set_xscale("log")
+        ax.set_xlabel("objects (backlog)")
+        ax.set_ylabel(unit)
+        ax.set_title(title)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def _f(value: float | None, fmt: str) -> str:

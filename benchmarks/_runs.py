@@ -60,6 +60,15 @@ class Run:
     backlog_startup_seconds: float | None = None
     backlog_cpu_seconds: float | None = None
     backlog_error: str | None = None
+    #: start-up: spawn to the first Item's convergence on an empty namespace (the sentinel), and
+    #: the CPU seconds used by then
+    startup_seconds: float | None = None
+    startup_cpu_seconds: float | None = None
+    #: backlog phase, per object: CPU seconds used by the first convergence (start-up and initial
+    #: list), CPU µs per Item converged after it, RSS once all converged and the program is quiet
+    backlog_startup_cpu_seconds: float | None = None
+    backlog_cpu_per_object_us: float | None = None
+    backlog_rss_mib: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -67,6 +76,8 @@ class Run:
     def line(self) -> str:
         if self.error:
             return f"{self.peer:<19} n={self.n:<6} FAILED: {self.error}"
+        if self.seconds is None:  # a backlog-only run (the large rounds)
+            return f"{self.peer:<19} n={self.n:<6} backlog only" + self._backlog_line()
         return (
             f"{self.peer:<19} n={self.n:<6} {self.seconds:7.2f} s {self.objects_per_s:8.1f} obj/s"
             f" (creates {self.create_seconds:.2f} s)"
@@ -82,6 +93,8 @@ class Run:
         return (
             f"\n{'':<19} backlog {self.backlog_seconds:7.2f} s {self.backlog_objects_per_s:8.1f} obj/s"
             f" (start-up {self.backlog_startup_seconds:.2f} s)  cpu {self.backlog_cpu_seconds:6.2f} s"
+            f"  {_fmt(self.backlog_cpu_per_object_us)} µs/object after the first"
+            f"  RSS {_fmt(self.backlog_rss_mib)} MiB"
         )
 
 
@@ -90,13 +103,26 @@ def _fmt(value: float | None) -> str:
 
 
 async def _start_synced(
-    t: Transport, watch: Convergence, peer: Peer, argv: list[str], *, ns: str, tag: str, log: Path
+    t: Transport,
+    watch: Convergence,
+    peer: Peer,
+    argv: list[str],
+    *,
+    ns: str,
+    tag: str,
+    log: Path,
+    run: Run | None = None,
 ) -> _procs.Child:
-    """Start the program, create Item ``tag``, wait until it converged and the program is quiet."""
+    """Start the program, create Item ``tag``, wait until it converged and the program is quiet;
+    ``run`` gets the start-up figures (spawn to ``tag``'s convergence, CPU by then)."""
+    await create_items(t, ns, [tag], parallel=1)
+    started = time.perf_counter()
     child = _procs.start(peer.key, argv, log, cwd=REPO)
     try:
-        await create_items(t, ns, [tag], parallel=1)
-        await watch.wait([tag], _START_TIMEOUT, alive=child.alive)
+        converged = await watch.wait([tag], _START_TIMEOUT, alive=child.alive)
+        if run is not None:
+            run.startup_cpu_seconds = child.cpu_seconds()
+            run.startup_seconds = converged - started
         await _procs.wait_quiet(child)
     except BaseException:
         child.stop()
@@ -115,9 +141,16 @@ async def run_once(
     log_dir: Path,
     timeout: float,  # noqa: ASYNC109
     backlog: bool = False,
+    only_backlog: bool = False,
 ) -> Run:
-    """One run of ``peer`` with ``n`` Items; with ``backlog``, its backlog phase (step 5) too."""
+    """One run of ``peer`` with ``n`` Items; with ``backlog``, its backlog phase (step 5) too;
+    with ``only_backlog``, nothing else (the large rounds, where steps 1-4 would not fit)."""
     run = Run(peer.key, round_no, n)
+    if only_backlog:
+        await _backlog(
+            t, peer, run, kubeconfig=kubeconfig, concurrency=concurrency, log_dir=log_dir, timeout=timeout
+        )
+        return run
     ns = f"bench-{peer.key.replace('_', '-')}-{n}-r{round_no}"
     argv = peer.argv(kubeconfig, ns, concurrency)
     child: _procs.Child | None = None
@@ -125,7 +158,7 @@ async def run_once(
     try:
         async with Convergence(t, ns) as watch:
             child = await _start_synced(
-                t, watch, peer, argv, ns=ns, tag="sentinel", log=log_dir / f"{ns}.log"
+                t, watch, peer, argv, ns=ns, tag="sentinel", log=log_dir / f"{ns}.log", run=run
             )
             run.rss_start_mib = child.rss_mib()
             cpu0 = child.cpu_seconds()
@@ -179,13 +212,21 @@ async def _backlog(
             child = _procs.start(
                 peer.key, peer.argv(kubeconfig, ns, concurrency), log_dir / f"{ns}.log", cwd=REPO
             )
+            await watch.wait(names, timeout + _START_TIMEOUT, alive=child.alive, at_least=1)
+            startup_cpu = child.cpu_seconds()
+            head = len(watch.converged_at.keys() & set(names))  # converged by the CPU reading
             last = await watch.wait(names, timeout + _START_TIMEOUT, alive=child.alive)
             cpu = child.cpu_seconds()
             first = min(watch.converged_at[name] for name in names)
+            await _procs.wait_quiet(child)
+            run.backlog_rss_mib = child.rss_mib()
         run.backlog_seconds = last - first
         run.backlog_objects_per_s = run.n / run.backlog_seconds if run.backlog_seconds > 0 else None
         run.backlog_startup_seconds = first - started
         run.backlog_cpu_seconds = cpu
+        run.backlog_startup_cpu_seconds = startup_cpu
+        if run.n > head:
+            run.backlog_cpu_per_object_us = (cpu - startup_cpu) / (run.n - head) * 1e6
     except Exception as exc:
         run.backlog_error = f"{type(exc).__name__}: {exc}" + (child.tail(8) if child is not None else "")
     finally:

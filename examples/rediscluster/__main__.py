@@ -7,7 +7,7 @@ list, or all when omitted), ``--leader-elect``, ``--leader-election-id``,
 lease duration > renew deadline > 1.2 x retry period, as client-go), ``--metrics-bind-address`` (``:8080``),
 ``--health-probe-bind-address`` (``:8081``), ``--log-format json|text``, ``--log-level``,
 ``--max-concurrent-reconciles``, ``--no-warm-standby`` (a standby then starts its informers only
-after winning the election), ``--webhook-port``/``--webhook-cert-dir`` to serve the
+after winning the election), ``--webhook-port``/``--webhook-host``/``--webhook-cert-dir`` to serve the
 validating webhook (off by default: it needs a serving certificate), and ``--redis-timeout`` (the
 connect and socket timeout of every Redis command and health probe, default 1 s). Exit codes: 0
 after a clean stop, 1 on a runtime failure or lost leadership, 2 on bad configuration (unreadable
@@ -74,6 +74,11 @@ def parse_args(argv: list[str] | None = None) -> OperatorOptions:
         type=int,
         default=0,
         help="serve the validating webhook on this port, e.g. 9443 (default 0: no webhook server)",
+    )
+    p.add_argument(
+        "--webhook-host",
+        default="",
+        help="address the webhook server binds (default: every address; controller-runtime's Host)",
     )
     p.add_argument(
         "--webhook-cert-dir",

@@ -61,6 +61,7 @@ class OperatorOptions:
     renew_deadline: float = 10.0
     retry_period: float = 2.0
     webhook_port: int = 0
+    webhook_host: str = ""
     webhook_cert_dir: str | None = None
     redis_timeout: float = DEFAULT_IO_TIMEOUT
     warm_standby: bool = True
@@ -125,7 +126,9 @@ def build_operator(config: Any, options: OperatorOptions) -> Operator:
     if namespaces:
         cache_options["default_namespaces"] = namespaces
     webhook_server = (
-        Server(port=options.webhook_port, cert_dir=options.webhook_cert_dir) if options.webhook_port else None
+        Server(host=options.webhook_host, port=options.webhook_port, cert_dir=options.webhook_cert_dir)
+        if options.webhook_port
+        else None
     )
     mgr = Manager(
         config,

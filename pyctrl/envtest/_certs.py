@@ -80,7 +80,7 @@ class Pki:
         if not (self.serving_cert.exists() and self.serving_key.exists()):
             sans: list[x509.GeneralName] = [
                 x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                x509.IPAddress(ipaddress.ip_address("10.0.0.1")),
+                x509.IPAddress(ipaddress.ip_address("127.255.0.1")),  # the kubernetes Service (SERVICE_CIDR)
                 x509.DNSName("localhost"),
                 x509.DNSName("kubernetes"),
                 x509.DNSName("kubernetes.default"),

@@ -30,7 +30,9 @@ __all__ = [
 ]
 
 #: ClusterIPs are allocated from here; nothing routes them (Pods are reached by their 127.x IP).
-SERVICE_CIDR = "10.0.0.0/24"
+#: On loopback, so a ClusterIP is an address the local nodes' service proxy can listen on
+#: (pyctrl.envtest.node.serviceproxy); the nodes' Pod blocks (127.0-254.x.y) leave it free.
+SERVICE_CIDR = "127.255.0.0/16"
 
 #: kube-controller-manager's node lifecycle timing (seconds): how often it looks at the nodes, and
 #: how long a node may go without renewing its Lease before it is NotReady (real default: 5 s, 40 s).

@@ -123,7 +123,9 @@ def test_the_webhook_with_a_self_signed_ca_trusts_the_serving_certificate(render
     ca = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["ca.crt"]))
     cert.verify_directly_issued_by(ca)
     args = find(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert "--webhook-port=9443" in args
+    assert {"--webhook-port=9443", "--webhook-host=$(POD_IP)"} <= set(
+        args
+    )  # replicas share the node's network
 
 
 def test_the_webhook_with_cert_manager_asks_for_a_certificate_and_ca_injection(render: Render) -> None:

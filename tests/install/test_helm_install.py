@@ -4,13 +4,16 @@ in-cluster on the local node (its image mapped to this checkout), as an SRE woul
 One control plane, started without the CRD, serves the module's steps in order (each step leaves
 the cluster as the next expects; a failed step fails the later ones with it):
 1. ``helm install --skip-crds``: the operator exits 2 and the Pod's status says the CRD is missing;
-2. ``helm install`` (CRDs from the chart, lease timings from values): both replicas Running as the
-   chart's ServiceAccount, exactly one leading, the Lease with the chart's duration; a RedisCluster
-   becomes ready and fails over when its master is crashed;
+2. ``helm install`` (CRDs from the chart, lease timings from values, the validating webhook on):
+   both replicas Running as the chart's ServiceAccount, exactly one leading, the Lease with the
+   chart's duration; the apiserver calls the webhook through its Service (the local node's service
+   proxy) and refuses an invalid RedisCluster with the webhook's message; a RedisCluster becomes
+   ready and fails over when its master is crashed;
 3. ``kubectl delete pod`` of the leader: the other replica leads within lease duration + retry
    period, and a master crash in that window still fails over; every metric the dashboard and
    alerts name is on the new leader's ``/metrics``;
-4. ``helm upgrade`` with a changed value rolls the Deployment;
+4. ``helm upgrade`` with a changed value rolls the Deployment; the webhook's self-signed
+   certificate and the caBundle stay the same, and the new pods still refuse an invalid spec;
 5. a ServiceAccount without RBAC: Forbidden in the log and on ``/readyz``, the replica never ready;
 6. ``helm uninstall`` leaves nothing of the release, the CRD stays;
 7. ``kubectl apply -k config/default``: the same operator in ``rediscluster-system``, two replicas,
@@ -35,7 +38,7 @@ import pytest
 import redis.asyncio as aioredis
 import yaml
 
-from pyctrl.client.errors import NotFound
+from pyctrl.client.errors import ApiError, NotFound
 from pyctrl.envtest import Environment
 from pyctrl.envtest.node.pod import LOG_DIR_ANNOTATION
 from pyctrl.testing import eventually
@@ -169,6 +172,48 @@ async def failed_over(cluster: Cluster, old_master: str, epoch: int) -> None:
     await eventually(done, within=90, what=f"a failover away from {old_master}", interval=0.3)
 
 
+WEBHOOK_SECRET = f"{RELEASE}-rediscluster-operator-webhook-tls"
+WEBHOOK_CONFIG = f"{RELEASE}-rediscluster-operator-vrediscluster.redis.pyctrl.dev"
+
+
+async def the_webhook_refuses_an_invalid_spec(env: Environment) -> None:
+    """The apiserver calls the in-cluster webhook (Service -> ClusterIP -> a ready operator pod)
+    and refuses a spec only the webhook can judge (the CRD schema accepts it)."""
+    bad = {
+        "apiVersion": "redis.pyctrl.dev/v1alpha1",
+        "kind": "RedisCluster",
+        "metadata": {"name": "bad"},
+        "spec": {"replicas": 2, "redisConfig": {"replicaof": "10.1.2.3 6379"}},
+    }
+    path = f"/apis/redis.pyctrl.dev/v1alpha1/namespaces/{APPS}/redisclusters?dryRun=All"
+
+    def refused() -> ApiError:  # retried until the proxy listens on a new Service's ClusterIP
+        try:
+            env.http.request("POST", path, bad)
+        except ApiError as exc:
+            if exc.code == 422:
+                return exc
+            raise  # e.g. 500 "failed calling webhook": reported if still the last outcome
+        raise AssertionError("an invalid RedisCluster was admitted")
+
+    error = await eventually(refused, within=30, what="the webhook's refusal")
+    assert (
+        'admission webhook "vrediscluster.redis.pyctrl.dev" denied the request: '
+        "spec.redisConfig may not set replicaof"
+    ) in error.message
+
+
+def webhook_certificates(env: Environment) -> tuple[str, str]:
+    """The serving certificate in the release's Secret and the caBundle the apiserver trusts."""
+    secret = env.http.get(f"/api/v1/namespaces/{NS}/secrets/{WEBHOOK_SECRET}")
+    config = env.http.get(
+        f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{WEBHOOK_CONFIG}"
+    )
+    (hook,) = config["webhooks"]
+    assert hook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
+    return secret["data"]["tls.crt"], hook["clientConfig"]["caBundle"]
+
+
 # -- the steps -------------------------------------------------------------------------------------
 async def test_install_without_the_crds_shows_the_missing_crd_in_the_pod_status(
     cp: Environment, chart: Helm
@@ -205,6 +250,7 @@ async def test_install_runs_two_replicas_one_leading_and_a_cluster_fails_over(
 ) -> None:
     timings = {"leaseDuration": LEASE_DURATION, "renewDeadline": RENEW_DEADLINE, "retryPeriod": RETRY_PERIOD}
     values = [arg for key, value in timings.items() for arg in ("--set", f"leaderElection.{key}={value}")]
+    values += ["--set", "webhook.enabled=true"]
     chart("install", RELEASE, str(CHART), "-n", NS, *values, "--wait", "--timeout", "5m")
     assert cp.http.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD}")
     leader = await two_running_one_leading(cp)
@@ -218,6 +264,7 @@ async def test_install_runs_two_replicas_one_leading_and_a_cluster_fails_over(
     assert "successfully acquired lease" not in log_of(standby).lower()
 
     cp.create_namespace(APPS)
+    await the_webhook_refuses_an_invalid_spec(cp)
     cluster = Cluster(cp, APPS, "cache")
     cluster.create(replicas=2, downAfterMilliseconds=2000)
     await eventually(lambda: cluster.ready(2), within=120, what="the RedisCluster Running", interval=0.5)
@@ -299,7 +346,9 @@ def metrics_named_by_dashboard_and_alerts() -> set[str]:
 
 async def test_upgrade_with_a_changed_value_rolls_the_deployment(cp: Environment, chart: Helm) -> None:
     before = {p["metadata"]["name"] for p in operator_pods(cp)}
+    certificates = webhook_certificates(cp)
     chart("upgrade", RELEASE, str(CHART), "-n", NS, "--reuse-values", "--set", "logLevel=debug", "--wait")
+    assert webhook_certificates(cp) == certificates  # looked up, not generated again
 
     async def rolled() -> bool:
         pods = operator_pods(cp)
@@ -311,6 +360,7 @@ async def test_upgrade_with_a_changed_value_rolls_the_deployment(cp: Environment
         assert "--log-level=debug" in pod["spec"]["containers"][0]["args"]
     history = chart("history", RELEASE, "-n", NS, "-o", "json").stdout
     assert [r["revision"] for r in json.loads(history)] == [1, 2]
+    await the_webhook_refuses_an_invalid_spec(cp)  # served by the new pods with the same certificate
 
 
 async def test_a_service_account_without_rbac_is_forbidden_in_the_log_and_never_ready(
@@ -352,6 +402,8 @@ async def test_uninstall_leaves_nothing_of_the_release_but_the_crd(cp: Environme
         f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/rolebindings",
         "/apis/rbac.authorization.k8s.io/v1/clusterroles",
         "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+        f"/api/v1/namespaces/{NS}/secrets",
     ):
         left = [o["metadata"]["name"] for o in cp.http.get(f"{path}?labelSelector={sel}")["items"]]
         assert left == [], f"{path}: {left}"

@@ -14,8 +14,9 @@ Guarantees:
 - like host-local, allocation continues after the last address handed out (wrapping around), so a
   released address is not handed out again at once: a recreated Pod normally gets a new IP;
 - ``claim_block`` gives each node process on the machine its own /16 (``127.0.x.y`` for the first,
-  ``127.1.x.y`` for the next, ...) through a lock file held while the process lives, so two
-  environments running at once (parallel test sessions) never hand out the same address.
+  ``127.1.x.y`` for the next, ..., up to ``127.254.x.y``) through a lock file held while the process
+  lives, so two environments running at once (parallel test sessions) never hand out the same
+  address; ``127.255.0.0/16`` is left to the Services' ClusterIPs.
 """
 
 from __future__ import annotations
@@ -27,7 +28,10 @@ import tempfile
 from pathlib import Path
 from typing import IO
 
-__all__ = ["AddressPool", "AddressesExhausted", "claim_block"]
+__all__ = ["SERVICE_BLOCK", "AddressPool", "AddressesExhausted", "claim_block"]
+
+#: 127.255.0.0/16 holds the Services' ClusterIPs (envtest's ``SERVICE_CIDR``): no node claims it.
+SERVICE_BLOCK = 255
 
 
 class AddressesExhausted(RuntimeError):
@@ -111,7 +115,7 @@ def claim_block(lock_dir: Path | None = None) -> tuple[int, IO[str]]:
     """Lock the lowest free /16 of 127.0.0.0/8 for this process; keep the file open to hold it."""
     directory = lock_dir or Path(tempfile.gettempdir()) / "pyctrl-local-node-addresses"
     directory.mkdir(parents=True, exist_ok=True)
-    for block in range(256):
+    for block in range(SERVICE_BLOCK):
         handle = (directory / f"127.{block}.lock").open("a+")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -123,4 +127,4 @@ def claim_block(lock_dir: Path | None = None) -> tuple[int, IO[str]]:
         handle.write(f"{os.getpid()}\n")
         handle.flush()
         return block, handle
-    raise AddressesExhausted("every 127.x.0.0/16 block is held by another local node")
+    raise AddressesExhausted(f"every 127.x.0.0/16 block (x < {SERVICE_BLOCK}) is held by another local node")

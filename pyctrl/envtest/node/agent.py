@@ -2,7 +2,8 @@
 
 Pods are bound to nodes by the real kube-scheduler that envtest runs; the agent runs the Pods bound
 to its Node. Start order: loopback block claimed (the node's address and Pod range) → watches
-(Pods bound here, claims, volumes) → initial lists synced → kubelet API listening → Node
+(Pods bound here, claims, volumes) → initial lists synced → service proxy (Services' ClusterIPs,
+:mod:`~pyctrl.envtest.node.serviceproxy`) → kubelet API listening → Node
 registered Ready and Lease renewed → Pod workers run as Pods arrive. Stop order: every Pod's
 containers (SIGTERM, ``stop_grace`` seconds, SIGKILL, in parallel) → Node reported NotReady →
 kubelet API and connections closed.
@@ -41,6 +42,7 @@ from pyctrl.envtest.node.nodestatus import NodeStatus, machine_capacity
 from pyctrl.envtest.node.pod import NodeContext, PodWorker
 from pyctrl.envtest.node.provisioner import Provisioner
 from pyctrl.envtest.node.server import KubeletServer, PodView
+from pyctrl.envtest.node.serviceproxy import ServiceProxy
 
 __all__ = ["NodeAgent", "NodeConfig"]
 
@@ -134,6 +136,7 @@ class NodeAgent:
             background.append(asyncio.create_task(pods.run(), name="pods"))
             if not await _until_synced([pods.synced], stop):
                 return
+            background.append(asyncio.create_task(ServiceProxy(kube).run(), name="service proxy"))
             kubelet_port = 0
             if config.cluster_pki is not None:
                 server = KubeletServer(kube, config.node_name, addresses.node_ip, self._pod_views)

@@ -163,6 +163,10 @@ class PartialObjectMetadata(KubeObject):
     The apiserver sends such objects when asked for the ``PartialObjectMetadata(List)``
     representation (``Accept: application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1``),
     so a list of 4 KiB Secrets transfers and caches only their metadata.
+
+    Reads only (get, list, watch, the cache, event handlers). Unlike controller-runtime's
+    metadata client, writes are not metadata-only: a write of such an object (a label patch)
+    reaches the kind's resource and its answer, the full object, is what it is decoded from.
     """
 
     #: The ``apiVersion`` and ``kind`` the apiserver gives the metadata-only representation.

@@ -6,8 +6,10 @@
 #      changes;
 #   3. the control-plane binaries (tools/controlplane/build.sh), built only when missing;
 #   4. versitygw, the S3-compatible object store of the backup tests (tools/versitygw/build.sh);
-#   5. helm and promtool (tools/helm/build.sh, tools/promtool/build.sh), built only when missing.
-# A second run prints six "up to date" lines and takes a few seconds.
+#   5. helm and promtool (tools/helm/build.sh, tools/promtool/build.sh), built only when missing,
+#      and the Prometheus Operator's ServiceMonitor/PrometheusRule CRDs
+#      (tools/prometheus-operator/fetch-crds.sh: a module zip through the Go module proxy).
+# A second run prints seven "up to date" lines and takes a few seconds.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -57,3 +59,4 @@ tools/versitygw/build.sh
 # 5. helm and promtool (the chart and alert-rule tests)
 tools/helm/build.sh
 tools/promtool/build.sh
+tools/prometheus-operator/fetch-crds.sh

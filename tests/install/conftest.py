@@ -41,6 +41,18 @@ def promtool() -> str:
 
 
 @pytest.fixture(scope="session")
+def monitoring_crds() -> Path:
+    """The Prometheus Operator's ServiceMonitor and PrometheusRule CRDs (fetched when missing)."""
+    out = subprocess.run(
+        [str(ROOT / "tools" / "prometheus-operator" / "fetch-crds.sh"), "--print-bin-dir", "--quiet"],
+        check=True,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    return Path(out.stdout.strip())
+
+
+@pytest.fixture(scope="session")
 def kubectl() -> str:
     return str(bin_dir() / "kubectl")
 

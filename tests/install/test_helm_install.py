@@ -4,7 +4,9 @@ in-cluster on the local node (its image mapped to this checkout), as an SRE woul
 One control plane, started without the CRD, serves the module's steps in order (each step leaves
 the cluster as the next expects; a failed step fails the later ones with it):
 1. ``helm install --skip-crds``: the operator exits 2 and the Pod's status says the CRD is missing;
-2. ``helm install`` (CRDs from the chart, lease timings from values, the validating webhook on):
+2. ``helm install`` (CRDs from the chart, lease timings from values, the validating webhook, the
+   ServiceMonitor and PrometheusRule on — the Prometheus Operator's real CRDs installed first, so
+   the apiserver validates them against its schema, strictly):
    both replicas Running as the chart's ServiceAccount, exactly one leading, the Lease with the
    chart's duration; the apiserver calls the webhook through its Service (the local node's service
    proxy) and refuses an invalid RedisCluster with the webhook's message; a RedisCluster becomes
@@ -203,6 +205,27 @@ async def the_webhook_refuses_an_invalid_spec(env: Environment) -> None:
     ) in error.message
 
 
+def monitoring_objects_pass_the_prometheus_operator_schema(
+    env: Environment, chart: Helm, values: list[str]
+) -> None:
+    """The release's ServiceMonitor and PrometheusRule exist, and what the chart renders passes the
+    real CRDs' schema with unknown fields refused (``fieldValidation=Strict``), while a value the
+    schema forbids is refused (the validation is real)."""
+    rendered = yaml.safe_load_all(chart("template", RELEASE, str(CHART), "-n", NS, *values).stdout)
+    plurals = {"ServiceMonitor": "servicemonitors", "PrometheusRule": "prometheusrules"}
+    objects = [o for o in rendered if o and o["kind"] in plurals]
+    assert sorted(o["kind"] for o in objects) == sorted(plurals)
+    for obj in objects:
+        name = obj["metadata"]["name"]
+        path = f"/apis/monitoring.coreos.com/v1/namespaces/{NS}/{plurals[obj['kind']]}/{name}"
+        obj["metadata"]["resourceVersion"] = env.http.get(path)["metadata"]["resourceVersion"]
+        env.http.request("PUT", f"{path}?dryRun=All&fieldValidation=Strict", obj)
+        if obj["kind"] == "ServiceMonitor":
+            obj["spec"]["endpoints"][0]["interval"] = "soon"
+            with pytest.raises(ApiError, match=r"spec.endpoints\[0\].interval"):
+                env.http.request("PUT", f"{path}?dryRun=All", obj)
+
+
 def webhook_certificates(env: Environment) -> tuple[str, str]:
     """The serving certificate in the release's Secret and the caBundle the apiserver trusts."""
     secret = env.http.get(f"/api/v1/namespaces/{NS}/secrets/{WEBHOOK_SECRET}")
@@ -246,14 +269,17 @@ async def test_install_without_the_crds_shows_the_missing_crd_in_the_pod_status(
 
 
 async def test_install_runs_two_replicas_one_leading_and_a_cluster_fails_over(
-    cp: Environment, chart: Helm
+    cp: Environment, chart: Helm, monitoring_crds: Path
 ) -> None:
+    cp.install_crds([monitoring_crds])
     timings = {"leaseDuration": LEASE_DURATION, "renewDeadline": RENEW_DEADLINE, "retryPeriod": RETRY_PERIOD}
     values = [arg for key, value in timings.items() for arg in ("--set", f"leaderElection.{key}={value}")]
-    values += ["--set", "webhook.enabled=true"]
+    for enabled in ("webhook", "serviceMonitor", "prometheusRule"):
+        values += ["--set", f"{enabled}.enabled=true"]
     chart("install", RELEASE, str(CHART), "-n", NS, *values, "--wait", "--timeout", "5m")
     assert cp.http.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD}")
     leader = await two_running_one_leading(cp)
+    monitoring_objects_pass_the_prometheus_operator_schema(cp, chart, values)
     lease = cp.http.get(f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{LEASE}")
     assert lease["spec"]["leaseDurationSeconds"] == LEASE_DURATION  # the value reached the operator
     sa = f"{RELEASE}-rediscluster-operator"
@@ -403,6 +429,8 @@ async def test_uninstall_leaves_nothing_of_the_release_but_the_crd(cp: Environme
         "/apis/rbac.authorization.k8s.io/v1/clusterroles",
         "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
         "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+        f"/apis/monitoring.coreos.com/v1/namespaces/{NS}/servicemonitors",
+        f"/apis/monitoring.coreos.com/v1/namespaces/{NS}/prometheusrules",
         f"/api/v1/namespaces/{NS}/secrets",
     ):
         left = [o["metadata"]["name"] for o in cp.http.get(f"{path}?labelSelector={sel}")["items"]]

@@ -51,7 +51,7 @@ from examples.rediscluster.execute import PhaseTimer, PlanExecutor
 from examples.rediscluster.finalizer import FINALIZER, finalizer_patch, snapshot
 from examples.rediscluster.live_config import LiveConfig
 from examples.rediscluster.nodeloss import NodeLossGuard
-from examples.rediscluster.observe import Observed, observe, pod_ready, read_password, seconds_since
+from examples.rediscluster.observe import Observed, not_ready_for, observe, read_password
 from examples.rediscluster.prober import HealthProber
 from examples.rediscluster.redis_admin import DEFAULT_IO_TIMEOUT, RedisAccess, RedisAdminError
 from examples.rediscluster.resources import InvalidSpec, desired_children
@@ -317,8 +317,7 @@ class RedisClusterReconciler:
         pod = observed.pods.get(master)
         if pod is None:
             return max(probe, cluster.spec.down_after_milliseconds / 1000)  # gone: count it as down
-        ready, since = pod_ready(pod)
-        return probe if ready else max(probe, seconds_since(since))
+        return max(probe, not_ready_for(pod))
 
     def _decide(self, cluster: RedisCluster, observed: Observed, recorded: ClusterState) -> tuple[int, Plan]:
         """(StatefulSet replicas to ask for, the plan).

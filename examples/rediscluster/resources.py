@@ -45,6 +45,7 @@ __all__ = [
     "LIVE_KEYS",
     "MANAGED_KEYS",
     "PRESTOP_WAIT_SECONDS",
+    "REDIS_CONTAINER",
     "REDIS_PORT",
     "ROLE_LABEL",
     "InvalidSpec",
@@ -63,6 +64,7 @@ __all__ = [
 ]
 
 REDIS_PORT = 6379
+REDIS_CONTAINER = "redis"
 ROLE_LABEL = "redis.pyctrl.dev/role"
 FENCE_HOST, FENCE_PORT = "127.255.255.254", 1
 #: the longest a terminating master waits in preStop for the operator's switchover
@@ -287,7 +289,7 @@ def statefulset(cluster: RedisCluster, replicas: int) -> dict[str, Any]:
         )
     conf_hash = hashlib.sha256(redis_conf(_restart_only(spec)).encode()).hexdigest()[:16]
     container: dict[str, Any] = {
-        "name": "redis",
+        "name": REDIS_CONTAINER,
         "image": spec.image,
         "command": ["sh", "-c", _start_script(spec)],
         "env": env,

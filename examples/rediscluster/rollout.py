@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Literal
 
 from examples.rediscluster.api import RedisCluster, RedisClusterStatus
 from examples.rediscluster.observe import Observed
@@ -49,7 +50,7 @@ from examples.rediscluster.topology import (
     choose_failover_candidate,
     switchover,
 )
-from pyctrl.client import Client, StatefulSet
+from pyctrl.client import Client, Pod, StatefulSet
 from pyctrl.client.errors import Conflict, NotFound
 from pyctrl.client.objects import Condition
 from pyctrl.client.options import Preconditions
@@ -62,6 +63,7 @@ __all__ = [
     "Restart",
     "Rollout",
     "RolloutDecision",
+    "ShardFailover",
     "decide",
     "progressing_condition",
     "unsettled",
@@ -83,13 +85,24 @@ class Restart:
 
 
 @dataclass(frozen=True, slots=True)
+class ShardFailover:
+    """Cluster mode: a planned ``CLUSTER FAILOVER`` on ``pod``, an updated in-sync replica of shard
+    ``shard`` whose master ``master`` is the shard's last outdated pod (``cluster.rollout``)."""
+
+    pod: str
+    shard: int
+    master: str
+
+
+@dataclass(frozen=True, slots=True)
 class RolloutDecision:
-    """Where the rollout stands and its next step (``Restart``, a switchover ``Plan``, or None)."""
+    """Where the rollout stands and its next step (``Restart``, a switchover ``Plan`` or, in cluster
+    mode, a ``ShardFailover``; None: nothing to do now)."""
 
     current_revision: str | None
     update_revision: str | None
     outdated: tuple[str, ...] = ()
-    step: Restart | Plan | None = None
+    step: Restart | Plan | ShardFailover | None = None
     paused: str | None = None  # why no step is taken although pods are outdated
     waiting: str | None = None  # an updated pod is still catching up (the rollout is progressing)
 
@@ -204,36 +217,49 @@ class Rollout:
 
         A restart is carried out here; a switchover is returned (``step``, a ``Plan``) for the
         reconciler's plan executor; ``step`` is None in the result otherwise."""
-        key = (cluster.namespace, cluster.name)
         status = cluster.status
-        sts = await self._statefulset(cluster)
-        if sts is None or sts.status is None or sts.status.observed_generation != sts.metadata.generation:
-            # the StatefulSet controller has not seen the latest template yet: report what was known
-            return (
-                RolloutDecision(status.current_revision, status.update_revision)
-                if status
-                else RolloutDecision(None, None)
-            )
-        revisions = {
-            name: (pod.metadata.labels or {}).get(REVISION_LABEL) for name, pod in observed.pods.items()
-        }
+        update_revision = await self.update_revision(cluster)
+        if update_revision is False:
+            return known_revisions(cluster)
+        revisions = revisions_of(observed.pods)
         decision = decide(
             observed.nodes,
             revisions,
-            sts.status.update_revision,
+            update_revision,
             recorded,
             policy,
             replicas=cluster.spec.replicas,
             persistent=cluster.spec.enable_persistence,
             previous_current=status.current_revision if status else None,
         )
+        acting = self._settle(cluster, decision, observed.pods, idle=idle)
+        if acting is not decision:
+            return acting
+        if isinstance(decision.step, Restart):
+            await self._restart(cluster, observed.pods, decision, decision.step.pod)
+            return replace(decision, step=None)
+        self.recorder.event(
+            cluster,
+            "Normal",
+            "RolloutSwitchover",
+            f"every replica runs revision {decision.update_revision}: handing the master "
+            f"{recorded.current_master} over before restarting it",
+        )
+        return decision
+
+    def _settle(
+        self, cluster: RedisCluster, decision: RolloutDecision, pods: Mapping[str, Pod], *, idle: bool
+    ) -> RolloutDecision:
+        """Events of a pause beginning or a rollout completing; ``decision`` itself when its step is
+        to be taken now, else a copy without a step (not idle, a restart still pending, no step)."""
+        key = (cluster.namespace, cluster.name)
         if not decision.outdated:
             self._paused.discard(key)
             if _was_progressing(cluster):
                 message = f"every pod runs revision {decision.update_revision}"
                 self.recorder.event(cluster, "Normal", "RolloutComplete", message)
-            return decision
-        if self._pending_deletion(key, observed):  # our own restart, not a pause
+            return replace(decision, step=None)
+        if self._pending_deletion(key, pods):  # our own restart, not a pause
             restarting = self._deleted[key][0]
             return replace(decision, step=None, paused=None, waiting=f"waiting for {restarting} to restart")
         if decision.paused is None:
@@ -246,55 +272,63 @@ class Rollout:
             )
         if not idle or decision.step is None:
             return replace(decision, step=None)
-        if isinstance(decision.step, Restart):
-            await self._restart(cluster, observed, decision, decision.step.pod)
-            return replace(decision, step=None)
-        self.recorder.event(
-            cluster,
-            "Normal",
-            "RolloutSwitchover",
-            f"every replica runs revision {decision.update_revision}: handing the master "
-            f"{recorded.current_master} over before restarting it",
-        )
         return decision
 
     def forget(self, namespace: str, name: str) -> None:
         self._deleted.pop((namespace, name), None)
         self._paused.discard((namespace, name))
 
-    def _pending_deletion(self, key: tuple[str, str], observed: Observed) -> bool:
+    def _pending_deletion(self, key: tuple[str, str], pods: Mapping[str, Pod]) -> bool:
         """True while the cache still shows the last deleted pod with its old uid."""
         pending = self._deleted.get(key)
         if pending is None:
             return False
         pod, uid = pending
-        live = observed.pods.get(pod)
+        live = pods.get(pod)
         if live is not None and live.metadata.uid == uid:
             return True
         del self._deleted[key]
         return False
 
     async def _restart(
-        self, cluster: RedisCluster, observed: Observed, decision: RolloutDecision, name: str
+        self, cluster: RedisCluster, pods: Mapping[str, Pod], decision: RolloutDecision, name: str
     ) -> None:
-        pod = observed.pods[name]
-        done = len(observed.pods) - len(decision.outdated) + 1
+        pod = pods[name]
+        done = len(pods) - len(decision.outdated) + 1
         try:
             await self.client.delete(pod, preconditions=Preconditions(uid=pod.metadata.uid))
         except (NotFound, Conflict):
             return  # already gone or replaced: the next reconcile sees it
         self._deleted[(cluster.namespace, cluster.name)] = (name, pod.metadata.uid)
-        message = (
-            f"restarting {name} for revision {decision.update_revision} ({done} of {len(observed.pods)})"
-        )
+        message = f"restarting {name} for revision {decision.update_revision} ({done} of {len(pods)})"
         self.recorder.event(cluster, "Normal", "RolloutRestartingPod", message)
         log.info("Rollout restarting a pod", cluster=cluster.name, namespace=cluster.namespace, pod=name)
 
-    async def _statefulset(self, cluster: RedisCluster) -> StatefulSet | None:
+    async def update_revision(self, cluster: RedisCluster) -> str | Literal[False] | None:
+        """The StatefulSet's ``status.updateRevision``; False while the StatefulSet controller has
+        not seen its latest template yet (or there is no StatefulSet)."""
         try:
-            return await self.client.get(StatefulSet, cluster.name, namespace=cluster.namespace)
+            sts = await self.client.get(StatefulSet, cluster.name, namespace=cluster.namespace)
         except NotFound:
-            return None
+            return False
+        if sts.status is None or sts.status.observed_generation != sts.metadata.generation:
+            return False
+        return sts.status.update_revision
+
+
+def revisions_of(pods: Mapping[str, Pod]) -> dict[str, str | None]:
+    """pod -> the revision of the template it was created from."""
+    return {name: (pod.metadata.labels or {}).get(REVISION_LABEL) for name, pod in pods.items()}
+
+
+def known_revisions(cluster: RedisCluster) -> RolloutDecision:
+    """What the status knew, while the StatefulSet controller catches up with the template."""
+    status = cluster.status
+    return (
+        RolloutDecision(status.current_revision, status.update_revision)
+        if status
+        else RolloutDecision(None, None)
+    )
 
 
 def _was_progressing(cluster: RedisCluster) -> bool:

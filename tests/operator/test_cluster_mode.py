@@ -108,6 +108,7 @@ async def test_a_three_shard_cluster_forms_with_every_slot_covered_and_status_la
         "Ready": "True",
         "Degraded": "False",
         "Resharding": "False",
+        "Progressing": "False",
     }
     assert "currentMaster" not in status
     services = c.envtest.http.get(f"/api/v1/namespaces/{c.namespace}/services")["items"]

@@ -11,16 +11,19 @@ message). What each wraps:
 - :func:`meet` ``CLUSTER MEET ip port``; :func:`add_slots` ``CLUSTER ADDSLOTSRANGE`` (Redis >= 7);
   :func:`replicate` ``CLUSTER REPLICATE id``; :func:`forget` ``CLUSTER FORGET id`` (an unknown
   node is not an error: forgetting is idempotent); :func:`takeover` ``CLUSTER FAILOVER
-  TAKEOVER``; :func:`reset_soft` ``CLUSTER RESET SOFT``.
+  TAKEOVER``; :func:`failover` a planned ``CLUSTER FAILOVER``, polled until done;
+  :func:`reset_soft` ``CLUSTER RESET SOFT``.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from examples.rediscluster.cluster.nodes import NodeFacts, parse_cluster_info, parse_cluster_nodes
 from examples.rediscluster.cluster.slots import ranges
 from examples.rediscluster.redis_admin import RedisCommandError, RedisConnection, _call, parse_info
 
-__all__ = ["add_slots", "cluster_facts", "forget", "meet", "replicate", "reset_soft", "takeover"]
+__all__ = ["add_slots", "cluster_facts", "failover", "forget", "meet", "replicate", "reset_soft", "takeover"]
 
 
 async def cluster_facts(conn: RedisConnection) -> NodeFacts:
@@ -46,7 +49,24 @@ async def cluster_facts(conn: RedisConnection) -> NodeFacts:
         keys=int(dbsize),
         loading=fields.get("loading") == "1",
         repl_offset=int(fields.get("slave_repl_offset", fields.get("master_repl_offset", "0"))),
+        master_link_up=fields.get("master_link_status") == "up",
     )
+
+
+async def failover(conn: RedisConnection, within: float) -> None:
+    """Planned ``CLUSTER FAILOVER`` (neither FORCE nor TAKEOVER) on a replica: its master stops its
+    clients until the replica has its whole offset, then the replica is elected with the master's
+    agreement. Returns once the node reports itself a master serving slots; ``RedisCommandError``
+    when it does not within ``within`` seconds (its master stays master: nothing to undo)."""
+    await _call(conn, ("CLUSTER", "FAILOVER"))
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        facts = await cluster_facts(conn)
+        if facts.me.is_master and facts.me.slots:
+            return
+        if asyncio.get_running_loop().time() >= deadline:
+            raise RedisCommandError(conn.host, conn.port, f"CLUSTER FAILOVER not done after {within:.0f}s")
+        await asyncio.sleep(0.1)  # polling interval while the election runs
 
 
 async def takeover(conn: RedisConnection) -> None:

@@ -57,6 +57,7 @@ class NodeFacts:
     keys: int = 0
     loading: bool = False
     repl_offset: int = 0  # processed replication offset (slave_repl_offset, or master_repl_offset)
+    master_link_up: bool = False  # a replica's ``master_link_status:up`` (INFO replication)
 
     @property
     def me(self) -> PeerView:

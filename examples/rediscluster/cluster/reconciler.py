@@ -16,7 +16,10 @@ costs reads only, no write):
    background ``SlotMover`` (one job per cluster; a shards change while one runs waits for it,
    reported in the Resharding condition, as are failing migration steps, with a
    ``SlotMigrationFailed`` Warning Event);
-4. status (``cluster.status``) written only when it changed; Events when a shard's master changed
+4. once the plan is converged, nothing else was done and no slot moves, ``cluster.rollout`` takes
+   the next step of a template change's rollout (one pod restart or one planned ``CLUSTER
+   FAILOVER``, one shard at a time); its revisions and ``Progressing`` condition go to the status;
+5. status (``cluster.status``) written only when it changed; Events when a shard's master changed
    (``FailoverCompleted``) and when a resharding starts or ends; requeue after 10 s when
    converged (Redis Cluster fails shards over by itself: the periodic look keeps labels and
    status following the real roles), 1 s while work is under way.
@@ -52,11 +55,13 @@ from examples.rediscluster.cluster.plan import (
     plan,
 )
 from examples.rediscluster.cluster.resources import cluster_children
+from examples.rediscluster.cluster.rollout import ClusterRollout
 from examples.rediscluster.cluster.slots import parse_ranges
 from examples.rediscluster.cluster.status import Resharding, cluster_status
 from examples.rediscluster.observe import ordinal, pod_ready
 from examples.rediscluster.redis_admin import RedisConnection
 from examples.rediscluster.resources import REDIS_PORT, ROLE_LABEL, InvalidSpec, selector_labels
+from examples.rediscluster.rollout import RolloutDecision, progressing_condition
 from pyctrl import Result
 from pyctrl.client import Pod
 from pyctrl.client.objects import Condition
@@ -91,12 +96,14 @@ class ClusterModeReconciler:
         self.io_timeout = io_timeout
         self._serving: dict[tuple[str, str], dict[int, tuple[str, tuple[str, ...]]]] = {}
         self._errors_seen: dict[tuple[str, str], int] = {}  # failed steps already announced
+        self.rollout = ClusterRollout(client, recorder)
 
     def forget(self, namespace: str, name: str) -> None:
         """The cluster is gone: stop its migration and drop its metrics."""
         self.mover.forget((namespace, name))
         self._serving.pop((namespace, name), None)
         self._errors_seen.pop((namespace, name), None)
+        self.rollout.forget(namespace, name)
         cluster_metrics.forget(namespace, name, 100)
 
     async def reconcile(self, cluster: RedisCluster, password: str | None, now: str) -> Result:
@@ -114,6 +121,11 @@ class ClusterModeReconciler:
         acted = await self._execute(cluster, pods, members, the_plan, password)
         resharding = self._resharding(cluster, members, the_plan, password)
         converged = the_plan.converged and resharding is None
+        idle = converged and not acted and invalid is None and restore.blocked is None
+        rollout = await self.rollout.step_cluster(
+            cluster, pods, members, password, idle=idle, io_timeout=self.io_timeout
+        )
+        acted = acted or rollout.step is not None
         settled = await self._update_status(
             cluster,
             members=members,
@@ -122,7 +134,9 @@ class ClusterModeReconciler:
             invalid=invalid,
             now=now,
             restored=restore.condition,
+            rollout=rollout,
         )
+        settled = settled and not rollout.in_progress
         return Result(requeue_after=STEADY_REQUEUE if settled and not acted else ACTING_REQUEUE)
 
     async def _ensure_children(
@@ -304,9 +318,11 @@ class ClusterModeReconciler:
         invalid: str | None,
         now: str,
         restored: Condition | None,
+        rollout: RolloutDecision,
     ) -> bool:
         """Write the status when it changed; True when the cluster is Running."""
         old = cluster.status or RedisClusterStatus()
+        progressing = progressing_condition(cluster, rollout, now)
         new = cluster_status(
             cluster,
             members,
@@ -314,7 +330,9 @@ class ClusterModeReconciler:
             now,
             resharding=resharding,
             invalid_spec=invalid,
-            extra_conditions=[restored] if restored is not None else [],
+            extra_conditions=[c for c in (restored, progressing) if c is not None],
+        ).model_copy(
+            update={"current_revision": rollout.current_revision, "update_revision": rollout.update_revision}
         )
         self._announce_failovers(cluster, old, new)
         cluster_metrics.observe_status(cluster.namespace, cluster.name, new)

@@ -65,7 +65,7 @@ class Watch:
 
 async def _rolled(c: Cluster, old_revision: str) -> bool:
     s = c.status()
-    progressing = next((x for x in s.get("conditions", []) if x["type"] == "Progressing"), {})
+    progressing: dict[str, Any] = next((x for x in s.get("conditions", []) if x["type"] == "Progressing"), {})
     return (
         s.get("updateRevision") not in (None, old_revision)
         and s.get("currentRevision") == s.get("updateRevision")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from examples.rediscluster.cluster.nodes import PeerView
 from examples.rediscluster.cluster.plan import Member
 from examples.rediscluster.cluster.rollout import decide
 from examples.rediscluster.rollout import MAX_LAG_BYTES, Restart, ShardFailover
@@ -14,12 +15,12 @@ OLD, NEW = "rev-old", "rev-new"
 
 def linked(members: list[Member]) -> list[Member]:
     """The members with every replica's ``master_link_status:up``."""
-    out = []
-    for m in members:
-        assert m.facts is not None
-        facts = dataclasses.replace(m.facts, master_link_up=m.facts.me.is_replica)
-        out.append(dataclasses.replace(m, facts=facts))
-    return out
+    return [
+        dataclasses.replace(m, facts=dataclasses.replace(m.facts, master_link_up=m.facts.me.is_replica))
+        if m.facts is not None
+        else m
+        for m in members
+    ]
 
 
 def revisions(updated: set[int], n: int = 6) -> dict[str, str | None]:
@@ -128,3 +129,24 @@ def test_no_update_revision_yet_reports_the_previous_one() -> None:
         linked(w.members()), revisions(set()), None, shards=3, replicas_per_shard=1, previous_current=OLD
     )
     assert (d.current_revision, d.update_revision, d.step) == (OLD, None, None)
+
+
+def test_a_restarted_pod_missing_or_its_old_node_not_forgotten_yet_is_waited_for() -> None:
+    w = World(6).formed(3)
+    w.extra = {"dead": PeerView("dead" * 10, "127.0.9.9", 6379, frozenset({"slave", "fail"}), None, 0, False)}
+    members = [m for m in linked(w.members()) if m.pod != "c-1"]
+    pods = {k: v for k, v in revisions({1}).items() if k != "c-1"}
+    d = decide(members, pods, NEW, shards=3, replicas_per_shard=1)
+    assert d.paused is None
+    assert d.waiting is not None
+    assert "c-1: missing" in d.waiting
+    assert "node deaddead: failing, not forgotten yet" in d.waiting
+    d = decide(linked(w.members()), revisions({1}), NEW, shards=3, replicas_per_shard=1)
+    assert d.paused is None  # the departed node alone: still the rollout's own doing
+    assert d.step is None
+    # an outdated pod that crashed: a pause
+    crashed = World(6).formed(3)
+    crashed.down = {3}
+    d = decide(linked(crashed.members()), revisions({1}), NEW, shards=3, replicas_per_shard=1)
+    assert d.paused is not None
+    assert "c-3: not answering" in d.paused

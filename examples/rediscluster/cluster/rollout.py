@@ -80,11 +80,15 @@ def _master(pods: Sequence[Member]) -> Member | None:
 
 
 def unsettled(members: Sequence[Member], shards: int, replicas_per_shard: int) -> dict[str, str]:
-    """pod (or ``shard N``) -> why it is not back in sync; empty: the cluster is whole (module docstring)."""
+    """Who is not back in sync, and why; empty: the cluster is whole (module docstring).
+
+    Keys are pod names (missing pods included), ``node <id>`` for a failing node no pod is any more
+    (a restarted pod's old identity, until the plan forgets it) and ``shard <i>``."""
     why: dict[str, str] = {}
-    expected = pods_for(shards, replicas_per_shard)
-    if len(members) != expected:
-        why["-"] = f"{len(members)}/{expected} pods exist"
+    ids = {m.node_id for m in members}
+    prefix = members[0].pod.rsplit("-", 1)[0] if members else "-"
+    for o in sorted(set(range(pods_for(shards, replicas_per_shard))) - {m.ordinal for m in members}):
+        why[f"{prefix}-{o}"] = "missing"
     for m in members:
         f = m.facts
         if f is None or not m.reachable:
@@ -95,8 +99,12 @@ def unsettled(members: Sequence[Member], shards: int, replicas_per_shard: int) -
             why[m.pod] = f"cluster_state {f.cluster_state}"
         elif f.migrating or f.importing:
             why[m.pod] = "slots are moving"
-        elif failing := sorted(p.node_id[:8] for p in f.peers.values() if p.failing):
-            why[m.pod] = f"sees {', '.join(failing)} failing"
+        for p in f.peers.values() if f is not None else ():
+            if p.failing and p.node_id not in ids:
+                why[f"node {p.node_id[:8]}"] = f"failing, not forgotten yet (seen by {m.pod})"
+            elif p.failing:
+                pod = next(n.pod for n in members if n.node_id == p.node_id)
+                why.setdefault(pod, f"seen failing by {m.pod}")
     for index, pods in _shards(members, replicas_per_shard).items():
         master = _master(pods)
         if master is None:
@@ -139,7 +147,7 @@ def decide(
     why = unsettled(members, shards, replicas_per_shard)
     if why:
         text = "; ".join(f"{pod}: {reason}" for pod, reason in sorted(why.items()))
-        if all(revisions.get(pod) == update_revision for pod in why):
+        if all(_catching_up(key, revisions, update_revision) for key in why):
             return replace(decision, waiting=f"waiting for updated pods to catch up ({text})")
         return replace(decision, paused=f"paused until every pod is back in sync ({text})")
     groups = _shards(members, replicas_per_shard)
@@ -160,6 +168,17 @@ def decide(
         key=lambda m: (m.facts.repl_offset if m.facts else 0, -m.ordinal),
     )
     return replace(decision, step=ShardFailover(target.pod, index, master.pod))
+
+
+def _catching_up(key: str, revisions: Mapping[str, str | None], update_revision: str) -> bool:
+    """True when ``key`` (of :func:`unsettled`) is the rollout's own doing: an updated pod, a
+    missing pod (the StatefulSet recreates it from the update revision), a restarted pod's old
+    identity not forgotten yet. Anything else pauses the rollout."""
+    if key.startswith("node "):
+        return True
+    if key.startswith("shard ") or key == "-":
+        return False
+    return revisions.get(key, update_revision) == update_revision
 
 
 class ClusterRollout(Rollout):

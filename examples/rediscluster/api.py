@@ -41,6 +41,7 @@ __all__ = [
     "RedisClusterPhase",
     "RedisClusterSpec",
     "RedisClusterStatus",
+    "RedisUser",
     "ResourceRequirements",
     "SecretKeySelector",
     "ShardStatus",
@@ -65,6 +66,23 @@ _CLUSTER_RULES: list[JsonValue] = [
         "rule": "self.mode != 'cluster' || !has(self.tls)",
         "message": "spec.tls is not supported in cluster mode yet",
         "fieldPath": ".tls",
+    },
+    {
+        "rule": "self.mode != 'cluster' || !has(self.users)",
+        "message": "spec.users is not supported in cluster mode yet",
+        "fieldPath": ".users",
+    },
+    {
+        # pods with and without the ACL file authenticate differently: set users: [] to add later
+        "rule": "has(self.users) == has(oldSelf.users)",
+        "message": "spec.users cannot be added or removed once the cluster exists (create it with "
+        "users: [] to add users later without a restart)",
+        "fieldPath": ".users",
+    },
+    {
+        "rule": "!self.disableDefaultUser || has(self.users)",
+        "message": "spec.disableDefaultUser needs spec.users",
+        "fieldPath": ".disableDefaultUser",
     },
     {
         # a pod with TLS cannot replicate from one without: switching means a new cluster
@@ -103,6 +121,19 @@ class TlsConfig(KubeModel):
 
     secret_name: str = Field(min_length=1)
     """Secret with tls.crt, tls.key and ca.crt; a change of it is reloaded without a restart."""
+
+
+class RedisUser(KubeModel):
+    """An ACL user: its password from a Secret, its permissions in ACL rule syntax."""
+
+    model_config = _SPEC_CONFIG
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._@-]*$")
+    """User name (default and pyctrl-* are reserved)."""
+    password_secret: SecretKeySelector
+    """The Secret key holding the user's password."""
+    rules: str = Field(default="", max_length=4096)
+    """ACL rules, e.g. "~cache:* +get +set" or "~* +@read"; no passwords, on/off or reset."""
 
 
 class ResourceRequirements(KubeModel):
@@ -201,6 +232,13 @@ class RedisClusterSpec(KubeModel):
     """StorageClass of the volumes (the cluster's default class when omitted); immutable."""
     auth: RedisAuth | None = None
     """Password authentication; none when omitted."""
+    users: list[RedisUser] | None = Field(
+        default=None,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    """ACL users, set on every pod without a restart; [] enables the ACL file with no user yet."""
+    disable_default_user: bool = False
+    """Turn the default user off (needs users): only the listed users can connect."""
     tls: TlsConfig | None = None
     """TLS only (no plaintext port), replication over TLS too; cannot be added or removed later."""
     redis_config: dict[str, str] = Field(default_factory=dict)

@@ -25,11 +25,16 @@ cluster gives none):
    ``volumes.VolumeExpander`` grows the PersistentVolumeClaims to a raised ``storageSize``;
 6. ``nodeloss.NodeLossGuard``: with ``spec.nodeLoss.forceDeletePods``, pods on a node lost for
    ``afterSeconds`` are force-deleted so the StatefulSet recreates them on a live node;
-7. with ``spec.tls``: every answering pod whose served certificate is not the Secret's is told to
+7. with ``spec.users`` (``users.UserSync``): the user Secrets are read and the rules checked on a
+   pod before the ``<name>-acl`` Secret (the pods' ACL file) is written — a refusal is
+   ``InvalidSpec`` naming the field and applies nothing — then ``ACL LOAD`` on every pod that has
+   not loaded its generation (Event ``UsersLoaded``); the operator itself logs in as
+   ``pyctrl-operator``;
+8. with ``spec.tls``: every answering pod whose served certificate is not the Secret's is told to
    re-read its files (``CONFIG SET tls-cert-file ...``, no restart; Event ``CertificateReloaded``),
    again on later reconciles until it serves the new one (the node swaps the files shortly after
    the Secret changes; a Secret watch starts the reconcile);
-8. status through the status subresource, written only when it changed (the operator's metrics,
+9. status through the status subresource, written only when it changed (the operator's metrics,
    ``metrics.py``, follow it every reconcile), including the ``PodsScheduled`` condition with the
    scheduler's message for pods it cannot place; requeue after 30 s when converged, 1 s while
    acting or degraded, 0.1 s while a ``FAILOVER TO`` hands the master over.
@@ -40,7 +45,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Iterable
 
-from examples.rediscluster import metrics, tls
+from examples.rediscluster import metrics, tls, users
 from examples.rediscluster.api import RedisCluster, RedisClusterPhase, RedisClusterStatus
 from examples.rediscluster.backup import DEFAULT_IMAGE as DEFAULT_BACKUP_IMAGE
 from examples.rediscluster.backup.restore import RestoreState, restore_state
@@ -116,7 +121,7 @@ def _now() -> str:
 @rbac(groups=[""], resources=["nodes"], verbs=["get", "list", "watch"])
 @rbac(groups=[""], resources=["persistentvolumeclaims"], verbs=["get", "list", "watch", "patch"])
 @rbac(groups=["storage.k8s.io"], resources=["storageclasses"], verbs=["get"])
-@rbac(groups=[""], resources=["secrets"], verbs=["get", "list", "watch"])
+@rbac(groups=[""], resources=["secrets"], verbs=["get", "list", "watch", "create", "patch"])
 class RedisClusterReconciler:
     """Reconciles RedisCluster objects; see the module docstring.
 
@@ -150,6 +155,7 @@ class RedisClusterReconciler:
         self.cluster_mode = ClusterModeReconciler(
             client, recorder, slot_mover, io_timeout=io_timeout, backup_image=backup_image
         )
+        self.users = users.UserSync(client, api_reader)
         #: (namespace, cluster) -> the CA of its last TLS Secret that passed the checks
         self._tls_ca: dict[tuple[str, str], str] = {}
         #: (namespace, cluster) -> the Secrets its spec names (the Secret watch maps back through it)
@@ -187,7 +193,11 @@ class RedisClusterReconciler:
         if cluster.spec.tls is not None and ca is None:
             # no CA to verify the pods with: observing them as unreachable would fail them over
             return Result(requeue_after=STEADY_REQUEUE)
-        observed = await observe(self.client, cluster, RedisAccess(password, None, ca), self.io_timeout)
+        acl = await self.users.read(cluster, password) if cluster.spec.users is not None else None
+        access = RedisAccess(password, None, ca)
+        if acl is not None:  # the ACL file's pods: the operator's own user
+            access = RedisAccess(acl.operator_password, users.OPERATOR_USER, ca)
+        observed = await observe(self.client, cluster, access, self.io_timeout)
         master = cluster.status.current_master if cluster.status else None
         self.prober.watch(
             (cluster.namespace, cluster.name),
@@ -204,7 +214,12 @@ class RedisClusterReconciler:
         restore = await restore_state(
             self.client, self.recorder, cluster, observed.pods, image=self.backup_image, now=_now()
         )
-        invalid = tls_invalid or await self._ensure_children(cluster, sts_replicas, restore, observed)
+        users_invalid, generation = await self._write_users(cluster, acl, observed)
+        invalid = (
+            tls_invalid
+            or users_invalid
+            or await self._ensure_children(cluster, sts_replicas, restore, observed)
+        )
         timer.detection = self._unhealthy_for(cluster, observed, recorded.current_master)
         timer.mark("decision")
         acted, cluster = await self.executor.execute(cluster, observed, the_plan, timer)
@@ -218,6 +233,8 @@ class RedisClusterReconciler:
             and not acted
             and await self._reload_certificates(cluster, observed, material)
         )
+        if generation is not None and not acted:
+            reloading = await self._load_users(cluster, observed, generation) or reloading
         volumes = await self.volumes.expand(cluster, _now()) if invalid is None else None
         phase = await self._update_status(
             cluster, observed, the_plan, invalid, restore, rollout=rollout, volumes=volumes
@@ -305,6 +322,34 @@ class RedisClusterReconciler:
             self.recorder.event(cluster, "Normal", "CertificateReloaded", message)
         return bool(pending)
 
+    # -- users ---------------------------------------------------------------------------------
+    async def _write_users(
+        self, cluster: RedisCluster, acl: users.AclState | None, observed: Observed
+    ) -> tuple[str | None, str | None]:
+        """(why spec.users cannot be applied, the ACL file generation the pods should load)."""
+        if acl is None:
+            return None, None
+        answering = sorted(
+            (n for n in observed.nodes if n.redis is not None and n.ip),
+            key=lambda n: n.pod != (cluster.status.current_master if cluster.status else None),
+        )
+        checker = observed.connection(answering[0].pod) if answering else None
+        refused, generation = await self.users.write(cluster, acl, checker)
+        if refused is not None:
+            self.recorder.event(cluster, "Warning", "InvalidSpec", refused)
+        return refused, generation
+
+    async def _load_users(self, cluster: RedisCluster, observed: Observed, generation: str) -> bool:
+        """ACL LOAD where the generation is not loaded yet; True while some pod lacks it."""
+        answering = {
+            n.pod: observed.connection(n.pod) for n in observed.nodes if n.redis is not None and n.ip
+        }
+        loaded, pending = await self.users.load(answering, generation)
+        if loaded:
+            message = f"{', '.join(loaded)} loaded the ACL file of spec.users (no restart)"
+            self.recorder.event(cluster, "Normal", "UsersLoaded", message)
+        return bool(pending)
+
     def _forget(self, namespace: str, name: str) -> None:
         self._tls_ca.pop((namespace, name), None)
         self._secrets.pop((namespace, name), None)
@@ -390,7 +435,11 @@ class RedisClusterReconciler:
 
         async def access() -> RedisAccess:
             password = await read_password(self.api_reader, self.recorder, cluster)
-            return RedisAccess(password, None, (await self._read_tls(cluster))[2])
+            ca = (await self._read_tls(cluster))[2]
+            if cluster.spec.users is not None:
+                acl = await self.users.read(cluster, password)
+                return RedisAccess(acl.operator_password, users.OPERATOR_USER, ca)
+            return RedisAccess(password, None, ca)
 
         if not await snapshot(self.client, self.recorder, cluster, access, self.io_timeout):
             return Result(requeue_after=ACTING_REQUEUE)
@@ -404,9 +453,10 @@ class RedisClusterReconciler:
 
 
 def _secret_names(cluster: RedisCluster) -> frozenset[str]:
-    """The Secrets ``cluster``'s spec names (TLS, password)."""
+    """The Secrets ``cluster``'s spec names (TLS, password, users' passwords)."""
     spec = cluster.spec
     names = {spec.tls.secret_name} if spec.tls is not None else set()
     if spec.auth is not None:
         names.add(spec.auth.password_secret.name)
+    names.update(user.password_secret.name for user in spec.users or [])
     return frozenset(names)

@@ -334,6 +334,26 @@ class RedisConnection:
         except RedisCommandError as exc:
             raise RedisCommandError(self.host, self.port, f"reloading TLS failed: {exc}") from None
 
+    async def acl_users(self) -> list[str]:
+        """``ACL USERS``: the names of every user."""
+        (names,) = await _call(self, ("ACL", "USERS"))
+        return [str(n) for n in names]
+
+    async def acl_load(self) -> None:
+        """``ACL LOAD``: re-read the ACL file (all or nothing: a refused file changes no user)."""
+        await _call(self, ("ACL", "LOAD"))
+
+    async def acl_check(self, scratch: str, rules: list[str]) -> str | None:
+        """Try ``rules`` on the disabled user ``scratch`` (then deleted); Redis' refusal, or None."""
+        try:
+            await _call(self, ("ACL", "SETUSER", scratch, "reset", *rules))
+        except RedisCommandError as exc:
+            return str(exc).split("ACL SETUSER: ", 1)[-1].removeprefix("ResponseError: ")
+        finally:
+            with contextlib.suppress(RedisAdminError):
+                await _call(self, ("ACL", "DELUSER", scratch))
+        return None
+
     async def failover_state(self) -> str:
         """``master_failover_state``: ``no-failover``, ``waiting-for-sync`` or ``failover-in-progress``."""
         return (await self.info()).get("master_failover_state", "no-failover")

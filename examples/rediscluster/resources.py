@@ -35,7 +35,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from examples.rediscluster import tls
+from examples.rediscluster import tls, users
 from examples.rediscluster.api import RedisCluster, RedisClusterSpec
 from examples.rediscluster.scheduling import pod_scheduling
 
@@ -95,6 +95,9 @@ MANAGED_KEYS = frozenset(
         "tls-auth-clients",
         "tls-replication",
         "tls-cluster",
+        "aclfile",
+        "masteruser",
+        "user",
     }
 )
 #: ``redisConfig`` directives Redis changes at run time (``CONFIG SET``): a change of only these
@@ -184,6 +187,12 @@ def redis_conf(spec: RedisClusterSpec) -> str:
         # newer writes (measured by the failover benchmark's crash fault). Redis deletes those
         # sync files when persistence is off and this is set.
         lines += ["appendonly no", 'save ""', "rdb-del-sync-files yes"]
+    if spec.users is not None:  # users come from the operator's ACL file (see users.py)
+        try:
+            users.check_names(spec.users)
+        except users.InvalidUsers as exc:
+            raise InvalidSpec(str(exc)) from None
+        lines += [f"aclfile {users.ACL_FILE}", f"masteruser {users.REPLICATION_USER}"]
     if spec.memory_limit is not None:
         # Leave 10 % of the container limit to Redis' own overhead and replication buffers.
         lines.append(f"maxmemory {int(parse_quantity(spec.memory_limit) * 0.9)}")
@@ -234,16 +243,21 @@ def _restart_only(spec: RedisClusterSpec) -> RedisClusterSpec:
 
 def _start_script(spec: RedisClusterSpec) -> str:
     start = 'exec redis-server /etc/redis/redis.conf --bind "$POD_IP" --replica-announce-ip "$POD_IP"'
+    # Passwords go through stdin ("-"), never argv; the here-document is built by the shell.
+    if spec.users is not None:  # the ACL file holds every user; replicas log in as the replication user
+        return f'{start} - <<EOF\nmasterauth "$REPLICATION_PASSWORD"\nEOF\n'
     if spec.auth is None:
         return start
-    # The password goes through stdin ("-"), never argv; the here-document is built by the shell.
     return f'{start} - <<EOF\nrequirepass "$REDIS_PASSWORD"\nmasterauth "$REDIS_PASSWORD"\nEOF\n'
 
 
 def _redis_cli(spec: RedisClusterSpec) -> str:
     auth = 'REDISCLI_AUTH="$REDIS_PASSWORD" ' if spec.auth is not None else ""
+    if spec.users is not None:  # probes and preStop run as the operator's user (ping, info)
+        auth = 'REDISCLI_AUTH="$OPERATOR_PASSWORD" '
+    user = f" --user {users.OPERATOR_USER}" if spec.users is not None else ""
     secure = f" --tls --cacert {tls.CA_FILE}" if spec.tls is not None else ""
-    return f'{auth}redis-cli{secure} -h "$POD_IP" -p {REDIS_PORT}'
+    return f'{auth}redis-cli{user}{secure} -h "$POD_IP" -p {REDIS_PORT}'
 
 
 def _probe_script(spec: RedisClusterSpec) -> str:
@@ -287,6 +301,13 @@ def statefulset(cluster: RedisCluster, replicas: int) -> dict[str, Any]:
         env.append(
             {"name": "REDIS_PASSWORD", "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
         )
+    if spec.users is not None:
+        acl_secret = users.acl_secret_name(cluster)
+        for var, key in (
+            ("REPLICATION_PASSWORD", "replication-password"),
+            ("OPERATOR_PASSWORD", "operator-password"),
+        ):
+            env.append({"name": var, "valueFrom": {"secretKeyRef": {"name": acl_secret, "key": key}}})
     conf_hash = hashlib.sha256(redis_conf(_restart_only(spec)).encode()).hexdigest()[:16]
     container: dict[str, Any] = {
         "name": REDIS_CONTAINER,
@@ -314,6 +335,18 @@ def statefulset(cluster: RedisCluster, replicas: int) -> dict[str, Any]:
         # the whole Secret: a rotation swaps the files and the operator has Redis re-read them
         volumes.append({"name": tls.TLS_VOLUME, "secret": {"secretName": spec.tls.secret_name}})
         container["volumeMounts"].append({"name": tls.TLS_VOLUME, "mountPath": tls.TLS_DIR, "readOnly": True})
+    if spec.users is not None:
+        # only the file: the generated passwords reach the container through env references
+        items = [{"key": "users.acl", "path": "users.acl"}]
+        volumes.append(
+            {
+                "name": users.ACL_VOLUME,
+                "secret": {"secretName": users.acl_secret_name(cluster), "items": items},
+            }
+        )
+        container["volumeMounts"].append(
+            {"name": users.ACL_VOLUME, "mountPath": users.ACL_DIR, "readOnly": True}
+        )
     sts_spec: dict[str, Any] = {
         "replicas": replicas,
         "serviceName": headless_service_name(cluster),

@@ -57,31 +57,6 @@ def test_an_unknown_reason_falls_back_to_the_class_of_the_code() -> None:
     assert type(api_error_from_status(status("SomethingNew", 418), 418)) is errors.ApiError
 
 
-@pytest.mark.parametrize(
-    ("code", "cls"),
-    [
-        (400, errors.BadRequest),
-        (401, errors.Unauthorized),
-        (403, errors.Forbidden),
-        (404, errors.NotFound),
-        (405, errors.MethodNotAllowed),
-        (409, errors.Conflict),  # not AlreadyExists: that takes its reason
-        (410, errors.Gone),  # not Expired, likewise
-        (413, errors.RequestEntityTooLarge),
-        (415, errors.UnsupportedMediaType),
-        (422, errors.Invalid),
-        (429, errors.TooManyRequests),
-        (500, errors.InternalError),
-        (503, errors.ServiceUnavailable),
-        (504, errors.ServerTimeout),
-    ],
-)
-def test_a_bare_code_maps_to_the_class_apimachinery_gives_it(code: int, cls: type[errors.ApiError]) -> None:
-    err = api_error_from_status(None, code)
-    assert type(err) is cls
-    assert err.code == cls.default_code == code
-
-
 def test_field_causes_are_carried() -> None:
     causes = [{"reason": "FieldValueInvalid", "message": "must be >= 0", "field": "spec.replicas"}]
     err = api_error_from_status(status("Invalid", 422, causes=causes, name="x"), 422)

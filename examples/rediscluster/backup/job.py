@@ -204,15 +204,19 @@ def backup_job(
     *,
     password_secret: tuple[str, str] | None,
     tls_secret: str | None = None,
+    username: str | None = None,
     deadline: int = DEFAULT_DEADLINE_SECONDS,
 ) -> dict[str, Any]:
     """The Job taking the RDB from ``source_pod`` (at ``source_ip``) into the backup's destination;
-    over TLS, verified against ``ca.crt`` of the Secret ``tls_secret``, when that is set."""
+    over TLS, verified against ``ca.crt`` of the Secret ``tls_secret``, when that is set; as the
+    ACL user ``username`` (whose password ``password_secret`` holds) when that is set."""
     args = ["backup", "--source-host", source_ip, "--source-port", "6379"]
     if tls_secret is not None:
         args += ["--tls-ca-file", f"{REDIS_CA_MOUNT}/ca.crt"]
     args += destination_args(backup.name, backup.namespace, backup.spec.destination)
     env = [] if password_secret is None else [_secret_env("REDIS_PASSWORD", *password_secret)]
+    if username is not None:
+        env.append({"name": "REDIS_USER", "value": username})
     return worker_job(
         backup,
         "backup",

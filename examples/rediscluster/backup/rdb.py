@@ -53,6 +53,7 @@ class RdbStream:
         *,
         timeout: float = 60.0,
         tls_ca: str | None = None,
+        username: str | None = None,
     ) -> None:
         try:
             sock = socket.create_connection((host, port), timeout=timeout)
@@ -75,7 +76,8 @@ class RdbStream:
         self.size = 0
         try:
             if password is not None:
-                self._command(b"AUTH", password.encode())
+                user = [username.encode()] if username is not None else []
+                self._command(b"AUTH", *user, password.encode())
             self._command(b"REPLCONF", b"rdb-only", b"1")
             self._sock.sendall(_resp(b"SYNC"))
             self._read_header()

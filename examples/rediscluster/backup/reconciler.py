@@ -25,7 +25,7 @@ import base64
 import datetime
 from typing import Any
 
-from examples.rediscluster import redis_admin, tls
+from examples.rediscluster import redis_admin, tls, users
 from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.backup.api import BackupPhase, RedisBackup, RedisBackupStatus, ShardBackup
 from examples.rediscluster.backup.job import (
@@ -137,9 +137,19 @@ class RedisBackupReconciler:
                 source = f"{len(sources)} shards ({', '.join(s.pod for s in sources)})"
             else:
                 source, ip = await self._source(cluster)
+                user = None
+                if cluster.spec.users is not None:  # the ACL file's replication user may SYNC, nothing else
+                    password = (users.acl_secret_name(cluster), "replication-password")
+                    user = users.REPLICATION_USER
                 tls_secret = cluster.spec.tls.secret_name if cluster.spec.tls is not None else None
                 job = backup_job(
-                    backup, source, ip, self.image, password_secret=password, tls_secret=tls_secret
+                    backup,
+                    source,
+                    ip,
+                    self.image,
+                    password_secret=password,
+                    tls_secret=tls_secret,
+                    username=user,
                 )
         except BadInput as exc:
             await self._finish(backup, BackupPhase.FAILED, reason=exc.reason, message=str(exc))
@@ -202,7 +212,10 @@ class RedisBackupReconciler:
         """(pod, IP) to take the RDB from: a replica with its master link up, else the master."""
         master = cluster.status.current_master if cluster.status else None
         pods = await self.client.list(Pod, namespace=cluster.namespace, labels=selector_labels(cluster))
-        password = await self._password(cluster)
+        password, username = await self._password(cluster), None
+        if cluster.spec.users is not None:  # the ACL file's pods: the operator's own user
+            password = await users.operator_password(self.api_reader, cluster)
+            username = users.OPERATOR_USER
         ca = await self._tls_ca(cluster)
         replicas, master_ip = [], None
         for pod in sorted(pods, key=lambda p: p.name):
@@ -215,7 +228,7 @@ class RedisBackupReconciler:
                 replicas.append((pod.name, ip))
         for name, ip in replicas:
             try:
-                facts = await redis_admin.RedisAccess(password, None, ca).at(ip, REDIS_PORT).observe()
+                facts = await redis_admin.RedisAccess(password, username, ca).at(ip, REDIS_PORT).observe()
             except redis_admin.RedisAdminError:
                 continue
             if facts.role is Role.REPLICA and facts.master_link_up:

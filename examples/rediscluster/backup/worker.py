@@ -20,7 +20,8 @@ pod ``$POD_NAME`` seeds itself from its shard's RDB if it is the shard's first p
 
 DESTINATION is ``--pvc-mount DIR --pvc-claim NAME --path P`` or ``--s3-endpoint URL --s3-bucket B
 --s3-key K [--s3-region R] [--s3-ca-bundle FILE]``. Secrets come only from the environment
-(``REDIS_PASSWORD``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``), set by ``secretKeyRef``.
+(``REDIS_PASSWORD``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``), set by ``secretKeyRef``;
+``REDIS_USER`` names the ACL user of ``REDIS_PASSWORD`` when the cluster has ``spec.users``.
 
 The result is one JSON line written to the termination-message file (``$TERMINATION_LOG``,
 default ``/dev/termination-log``: the Job pod's ``terminationMessagePath``), which the operator
@@ -119,7 +120,8 @@ def _run(args: argparse.Namespace) -> dict[str, object]:
         started = time.monotonic()
         password = os.environ.get("REDIS_PASSWORD") or None
         ca = args.tls_ca_file.read_text() if args.tls_ca_file is not None else None
-        with RdbStream(args.source_host, args.source_port, password, tls_ca=ca) as rdb:
+        user = os.environ.get("REDIS_USER") or None
+        with RdbStream(args.source_host, args.source_port, password, tls_ca=ca, username=user) as rdb:
             stored = store.put(rdb)
         seconds = time.monotonic() - started
         print(f"stored {stored.size_bytes} bytes at {stored.location} in {seconds:.1f}s", flush=True)

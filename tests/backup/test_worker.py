@@ -18,8 +18,9 @@ from examples.rediscluster.backup import worker
 from examples.rediscluster.backup.rdb import RdbError, RdbStream
 from pyctrl.envtest import poll_until
 from pyctrl.envtest.objectstore import ObjectStore
+from tests._certs import CertAuthority
 from tests.backup.conftest import BUCKET
-from tests.rediscluster._servers import RedisServer, RedisServers
+from tests.rediscluster._servers import RedisServer, RedisServers, free_port
 
 
 def load_keys(client: redis.Redis, n: int) -> dict[str, str]:
@@ -208,3 +209,51 @@ def test_a_snapshot_cut_short_is_never_stored(
     assert list(claim.iterdir()) == []
     with pytest.raises(RdbError, match="cannot connect"):
         RdbStream(source.host, source.port)
+
+
+def test_a_backup_over_tls_as_an_acl_user_verifies_the_servers_ca(
+    redis_servers: RedisServers, termination_log: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ca, other = CertAuthority(), CertAuthority("another CA")
+    issued = ca.issue()
+    for name, pem in {"tls.crt": issued.cert_pem, "tls.key": issued.key_pem, "ca.crt": ca.pem}.items():
+        (tmp_path / name).write_bytes(pem)
+    (tmp_path / "other.crt").write_bytes(other.pem)
+    tls_port = free_port()
+    tls = ("--tls-port", str(tls_port), "--tls-auth-clients", "optional")
+    tls += ("--tls-cert-file", str(tmp_path / "tls.crt"), "--tls-key-file", str(tmp_path / "tls.key"))
+    tls += ("--tls-ca-cert-file", str(tmp_path / "ca.crt"))
+    (source,) = redis_servers.start(1, extra=tls)  # plaintext too, for the test's own set-up
+    client = source.client()
+    load_keys(client, 500)
+    client.execute_command(
+        "ACL", "SETUSER", "backup", "on", ">backup-pw", "+sync", "+replconf", "+psync", "+ping"
+    )
+    monkeypatch.setenv("REDIS_USER", "backup")
+    monkeypatch.setenv("REDIS_PASSWORD", "backup-pw")
+    claim = tmp_path / "claim"
+    claim.mkdir()
+    source_args = ["--source-host", source.host, "--source-port", str(tls_port)]
+    pvc = ["--pvc-mount", str(claim), "--pvc-claim", "backups", "--path", "tls"]
+    code, result = run_worker(
+        "backup",
+        *source_args,
+        "--tls-ca-file",
+        str(tmp_path / "other.crt"),
+        *pvc,
+        termination_log=termination_log,
+    )
+    assert code == worker.EXIT_RETRY
+    assert "TLS handshake" in str(result["error"])
+    assert list(claim.iterdir()) == []  # nothing stored from an unverified server
+    code, result = run_worker(
+        "backup",
+        *source_args,
+        "--tls-ca-file",
+        str(tmp_path / "ca.crt"),
+        *pvc,
+        termination_log=termination_log,
+    )
+    assert code == 0, result
+    assert (claim / "tls").read_bytes().startswith(b"REDIS")
+    assert result["sha256"] == hashlib.sha256((claim / "tls").read_bytes()).hexdigest()

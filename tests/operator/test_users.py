@@ -18,7 +18,9 @@ import pytest
 import redis.asyncio as aioredis
 import redis.exceptions as rexc
 
-from pyctrl.testing import eventually
+from examples.rediscluster.api import RedisCluster
+from pyctrl import Request
+from pyctrl.testing import assert_idempotent, eventually
 from tests.operator.conftest import Cluster, RunningOperator, true
 
 pytestmark = pytest.mark.controlplane
@@ -133,6 +135,7 @@ async def test_each_user_is_allowed_its_rules_only_and_the_operator_reads_no_key
     await eventually(reader_may_set, within=30, what="the new rules loaded on every pod", interval=0.3)
     await eventually(lambda: c.ready(2), within=30, what="Running and converged", interval=0.2)
     assert {n: p["status"]["containerStatuses"][0]["restartCount"] for n, p in c.pods().items()} == restarts
+    await _converged_costs_no_write(operator, c)
 
     # no password in any process's argv or in the objects the operator writes
     visible = json.dumps(
@@ -148,6 +151,19 @@ async def test_each_user_is_allowed_its_rules_only_and_the_operator_reads_no_key
     for password in [*PASSWORDS.values(), operator_pw]:
         assert password not in visible
         assert not [line for line in argv if password.encode() in line]
+
+
+async def _converged_costs_no_write(operator: RunningOperator, c: Cluster) -> None:
+    """Reconciling the converged cluster writes nothing (the ACL Secret is applied only on a change)."""
+    mgr = operator.operator.manager
+    rv = c.get()["metadata"]["resourceVersion"]
+
+    async def cache_caught_up() -> bool:
+        cached = await mgr.client.get(RedisCluster, c.name, namespace=c.namespace)
+        return bool(cached.metadata.resource_version == rv)
+
+    await eventually(cache_caught_up, within=30, what="the cache to hold the converged object", interval=0.2)
+    await assert_idempotent(operator.operator.reconciler, Request(c.namespace, c.name), mgr.client, n=3)
 
 
 def _every_cmdline() -> list[bytes]:

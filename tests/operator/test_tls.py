@@ -102,7 +102,7 @@ async def test_tls_only_replication_rotation_bad_secrets_and_failover(
         return served == [second.serial] * 2
 
     await eventually(all_serve_the_new_one, within=120, what="the rotated certificate served", interval=0.5)
-    await eventually(lambda: c.ready(2), within=30, what="Running again", interval=0.2)
+    await eventually(lambda: c.ready(2), within=60, what="Running again", interval=0.2)
     assert _restarts(c) == before
     events = c.envtest.http.get(f"/api/v1/namespaces/{c.namespace}/events")["items"]
     assert any(e["reason"] == "CertificateReloaded" for e in events)
@@ -179,7 +179,7 @@ async def _refused_secrets_change_nothing(
     )
     await eventually(
         lambda: true(_condition(c, "Ready").get("reason") == "InvalidSpec"),
-        within=30,
+        within=60,
         what="the refused Secret reported",
         interval=0.2,
     )
@@ -192,7 +192,7 @@ async def _refused_secrets_change_nothing(
     c.envtest.http.request("PATCH", f"{c.base}/{c.name}", patch, content_type="application/merge-patch+json")
     await eventually(
         lambda: true("Secret 'no-ca' has no key ca.crt" in _condition(c, "Ready").get("message", "")),
-        within=30,
+        within=60,
         what="the Secret without ca.crt reported",
         interval=0.2,
     )

@@ -83,12 +83,12 @@ async def test_each_user_is_allowed_its_rules_only_and_the_operator_reads_no_key
     async def users_loaded() -> bool:
         return await _run(c, master, *app, "SET", "app:1", "v") is True  # redis-py reads +OK as True
 
-    await eventually(users_loaded, within=30, what="the spec's users loaded on the master", interval=0.3)
+    await eventually(users_loaded, within=60, what="the spec's users loaded on the master", interval=0.3)
     assert isinstance(await _run(c, master, *app, "SET", "other:1", "v"), rexc.NoPermissionError)
     assert isinstance(await _run(c, master, *app, "CONFIG", "GET", "port"), rexc.NoPermissionError)
     assert isinstance(await _run(c, master, *reader, "SET", "app:2", "v"), rexc.NoPermissionError)
     await eventually(
-        lambda: _replicated(c, replica, reader), within=30, what="app:1 on the replica", interval=0.3
+        lambda: _replicated(c, replica, reader), within=60, what="app:1 on the replica", interval=0.3
     )
     # the default user is off, and the operator's own user runs admin commands but reads no key
     anonymous = await _run(c, master, None, None, "GET", "app:1")
@@ -108,7 +108,7 @@ async def test_each_user_is_allowed_its_rules_only_and_the_operator_reads_no_key
     _patch(c, [spec_users[0], {**spec_users[1], "rules": "~* +@read +nosuchcommand"}])
     await eventually(
         lambda: true(_message(c).startswith("spec.users[1].rules: Redis refused them")),
-        within=30,
+        within=60,
         what="the refused rules reported",
         interval=0.2,
     )
@@ -117,7 +117,7 @@ async def test_each_user_is_allowed_its_rules_only_and_the_operator_reads_no_key
     _patch(c, [*spec_users, missing])
     await eventually(
         lambda: true("spec.users[2].passwordSecret: Secret 'nope' not found" in _message(c)),
-        within=30,
+        within=60,
         what="the missing Secret reported",
         interval=0.2,
     )
@@ -132,8 +132,8 @@ async def test_each_user_is_allowed_its_rules_only_and_the_operator_reads_no_key
         on_replica = await _run(c, replica, *reader, "SET", "app:3", "v")  # allowed, but a replica
         return on_master is True and isinstance(on_replica, rexc.ReadOnlyError)
 
-    await eventually(reader_may_set, within=30, what="the new rules loaded on every pod", interval=0.3)
-    await eventually(lambda: c.ready(2), within=30, what="Running and converged", interval=0.2)
+    await eventually(reader_may_set, within=60, what="the new rules loaded on every pod", interval=0.3)
+    await eventually(lambda: c.ready(2), within=60, what="Running and converged", interval=0.2)
     assert {n: p["status"]["containerStatuses"][0]["restartCount"] for n, p in c.pods().items()} == restarts
     await _converged_costs_no_write(operator, c)
 
@@ -162,7 +162,7 @@ async def _converged_costs_no_write(operator: RunningOperator, c: Cluster) -> No
         cached = await mgr.client.get(RedisCluster, c.name, namespace=c.namespace)
         return bool(cached.metadata.resource_version == rv)
 
-    await eventually(cache_caught_up, within=30, what="the cache to hold the converged object", interval=0.2)
+    await eventually(cache_caught_up, within=60, what="the cache to hold the converged object", interval=0.2)
     await assert_idempotent(operator.operator.reconciler, Request(c.namespace, c.name), mgr.client, n=3)
 
 

@@ -220,14 +220,14 @@ def test_a_backup_over_tls_as_an_acl_user_verifies_the_servers_ca(
         (tmp_path / name).write_bytes(pem)
     (tmp_path / "other.crt").write_bytes(other.pem)
     tls_port = free_port()
-    tls = ("--tls-port", str(tls_port), "--tls-auth-clients", "optional")
-    tls += ("--tls-cert-file", str(tmp_path / "tls.crt"), "--tls-key-file", str(tmp_path / "tls.key"))
-    tls += ("--tls-ca-cert-file", str(tmp_path / "ca.crt"))
-    (source,) = redis_servers.start(1, extra=tls)  # plaintext too, for the test's own set-up
+    tls = ["--tls-port", str(tls_port), "--tls-auth-clients", "optional"]
+    tls += ["--tls-cert-file", str(tmp_path / "tls.crt"), "--tls-key-file", str(tmp_path / "tls.key")]
+    tls += ["--tls-ca-cert-file", str(tmp_path / "ca.crt")]
+    (source,) = redis_servers.start(1, extra=tuple(tls))  # plaintext too, for the test's own set-up
     client = source.client()
     load_keys(client, 500)
-    client.execute_command(
-        "ACL", "SETUSER", "backup", "on", ">backup-pw", "+sync", "+replconf", "+psync", "+ping"
+    client.acl_setuser(
+        "backup", enabled=True, passwords=["+backup-pw"], commands=["+sync", "+replconf", "+psync", "+ping"]
     )
     monkeypatch.setenv("REDIS_USER", "backup")
     monkeypatch.setenv("REDIS_PASSWORD", "backup-pw")

@@ -107,8 +107,10 @@ async def test_tls_only_replication_rotation_bad_secrets_and_failover(
     events = c.envtest.http.get(f"/api/v1/namespaces/{c.namespace}/events")["items"]
     assert any(e["reason"] == "CertificateReloaded" for e in events)
 
-    # failover over TLS: the master crashes, the replica takes over and keeps the data
-    epoch = c.status()["masterEpoch"]
+    # failover over TLS: the master crashes, the replica takes over and keeps the data (read the
+    # roles again: on a loaded machine a slow probe may have failed the master over already)
+    master, epoch = c.status()["currentMaster"], c.status()["masterEpoch"]
+    replica = next(p for p in c.pods() if p != master)
     victim = _tls_client(c, master, ca.pem)
     with contextlib.suppress(Exception):
         await victim.execute_command("SHUTDOWN", "NOSAVE")  # type: ignore[no-untyped-call]

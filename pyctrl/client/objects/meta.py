@@ -22,11 +22,12 @@ A user CRD subclasses :class:`KubeObject`, sets ``gvk`` and declares ``spec``/``
         spec: RedisClusterSpec
         status: RedisClusterStatus | None = None
 
-``apiVersion`` and ``kind`` are filled from ``gvk`` when omitted.
+``apiVersion`` and ``kind`` are filled from ``gvk`` when omitted (they are the fields' defaults).
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any, ClassVar, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -128,16 +129,21 @@ class KubeObject(KubeModel):
     kind: str = ""
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
 
-    @model_validator(mode="before")
     @classmethod
-    def _fill_type_meta(cls, data: Any) -> Any:
-        gvk = cls.__dict__.get("gvk") or getattr(cls, "gvk", None)
-        if isinstance(data, dict) and gvk is not None:
-            if not data.get("apiVersion") and not data.get("api_version"):
-                data = {**data, "apiVersion": gvk.api_version}
-            if not data.get("kind"):
-                data = {**data, "kind": gvk.kind}
-        return data
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        # apiVersion and kind default to the class's gvk: field defaults, not a "before" model
+        # validator, which would make pydantic-core build a dict of every JSON document before
+        # validating it (measured: a ConfigMap's model_validate_json 36-47 µs with one, 22-26
+        # without, under load; every cache read, event and response decodes so)
+        super().__pydantic_init_subclass__(**kwargs)
+        gvk = cls.__dict__.get("gvk")
+        if isinstance(gvk, GroupVersionKind):
+            fields = cls.__pydantic_fields__
+            for name, value in (("api_version", gvk.api_version), ("kind", gvk.kind)):
+                field = copy.copy(fields[name])  # the parent's FieldInfo stays as it is
+                field.default = value
+                fields[name] = field
+            cls.model_rebuild(force=True)
 
     @property
     def name(self) -> str:

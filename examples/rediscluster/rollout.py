@@ -34,7 +34,7 @@ Guarantees:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -149,6 +149,27 @@ def _current(revisions: Mapping[str, str | None], update: str, previous: str | N
     return Counter(old).most_common(1)[0][0]
 
 
+def started(
+    revisions: Mapping[str, str | None], update_revision: str, previous_current: str | None
+) -> RolloutDecision:
+    """The revisions and the outdated pods (highest ordinal first) of a rollout to ``update_revision``,
+    no step chosen yet."""
+    current = _current(revisions, update_revision, previous_current)
+    outdated = tuple(sorted((p for p, rev in revisions.items() if rev != update_revision), key=_ordinal_key))
+    return RolloutDecision(current, update_revision, outdated)
+
+
+def held(
+    decision: RolloutDecision, why: Mapping[str, str], catching_up: Callable[[str], bool]
+) -> RolloutDecision:
+    """``decision`` held back by ``why`` (who -> why not in sync): ``waiting`` when every entry is the
+    rollout's own doing (``catching_up``), else ``paused``."""
+    text = "; ".join(f"{pod}: {reason}" for pod, reason in sorted(why.items()))
+    if all(catching_up(key) for key in why):
+        return replace(decision, waiting=f"waiting for updated pods to catch up ({text})")
+    return replace(decision, paused=f"paused until every pod is back in sync ({text})")
+
+
 def decide(
     nodes: Sequence[NodeObservation],
     revisions: Mapping[str, str | None],
@@ -167,19 +188,14 @@ def decide(
     a restart would empty it."""
     if update_revision is None:
         return RolloutDecision(previous_current, None)
-    current = _current(revisions, update_revision, previous_current)
-    outdated = tuple(sorted((p for p, rev in revisions.items() if rev != update_revision), key=_ordinal_key))
-    if not outdated:
-        return RolloutDecision(current, update_revision)
-    decision = RolloutDecision(current, update_revision, outdated)
+    decision = started(revisions, update_revision, previous_current)
+    if not decision.outdated:
+        return decision
     why = unsettled(nodes, recorded.current_master, replicas)
     if why:
-        text = "; ".join(f"{pod}: {reason}" for pod, reason in sorted(why.items()))
-        if all(pod in revisions and revisions[pod] == update_revision for pod in why):
-            return replace(decision, waiting=f"waiting for updated pods to catch up ({text})")
-        return replace(decision, paused=f"paused until every pod is back in sync ({text})")
+        return held(decision, why, lambda pod: revisions.get(pod) == update_revision)
     master = next(n for n in nodes if n.pod == recorded.current_master)
-    replicas_outdated = [p for p in outdated if p != master.pod]
+    replicas_outdated = [p for p in decision.outdated if p != master.pod]
     if replicas_outdated:
         return replace(decision, step=Restart(replicas_outdated[0]))
     updated = [n for n in nodes if n.pod != master.pod and revisions.get(n.pod) == update_revision]

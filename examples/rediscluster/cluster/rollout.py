@@ -50,10 +50,10 @@ from examples.rediscluster.rollout import (
     Rollout,
     RolloutDecision,
     ShardFailover,
-    _current,
-    _ordinal_key,
+    held,
     known_revisions,
     revisions_of,
+    started,
 )
 from pyctrl.client import Pod
 from pyctrl.log import get_logger
@@ -139,17 +139,13 @@ def decide(
     """The next rollout step (module docstring); ``revisions``: pod -> its revision label."""
     if update_revision is None:
         return RolloutDecision(previous_current, None)
-    current = _current(revisions, update_revision, previous_current)
-    outdated = tuple(sorted((p for p, rev in revisions.items() if rev != update_revision), key=_ordinal_key))
+    decision = started(revisions, update_revision, previous_current)
+    outdated = decision.outdated
     if not outdated:
-        return RolloutDecision(current, update_revision)
-    decision = RolloutDecision(current, update_revision, outdated)
+        return decision
     why = unsettled(members, shards, replicas_per_shard)
     if why:
-        text = "; ".join(f"{pod}: {reason}" for pod, reason in sorted(why.items()))
-        if all(_catching_up(key, revisions, update_revision) for key in why):
-            return replace(decision, waiting=f"waiting for updated pods to catch up ({text})")
-        return replace(decision, paused=f"paused until every pod is back in sync ({text})")
+        return held(decision, why, lambda key: _catching_up(key, revisions, update_revision))
     groups = _shards(members, replicas_per_shard)
     index = min(i for i, pods in groups.items() if any(m.pod in outdated for m in pods))
     pods = groups[index]

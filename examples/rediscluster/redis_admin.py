@@ -22,7 +22,8 @@ Guarantees:
   certificate a server presents, so a rotation can be verified end to end.
 - ``promote`` implements REFERENCE "Promote (REPLICAOF NO ONE), verify role:master": it raises
   ``RedisCommandError`` unless INFO then says ``role:master``. ``failover_to`` is the planned
-  switchover (``FAILOVER TO host port``, Redis >= 6.2), returning once the target is master.
+  switchover (``CLIENT PAUSE WRITE``, the target caught up, then ``FAILOVER TO host port FORCE``,
+  Redis >= 6.2), returning once the target is master.
   ``bgsave`` only starts a save;
   ``bgsave_status`` reports it, so the operator requeues instead of waiting.
 - ``observe`` parses INFO (replication, server, persistence, keyspace) into ``topology.RedisFacts``;
@@ -304,27 +305,52 @@ class RedisConnection:
     ) -> None:
         """A planned switchover of this master to ``target``, carried out to its end.
 
-        ``FAILOVER TO target [FORCE] TIMEOUT ms``: Redis pauses writes, waits for the target to
-        catch up, then makes it master and itself its replica; with ``force`` it hands over even
-        if the target is still behind after the timeout. The command itself returns at once; this
-        method then polls :meth:`failover_state` until it is ``no-failover`` again and returns
-        once ``target`` answers ``role:master`` — so a caller can move the master label at once.
-        ``RedisCommandError`` when the handover was aborted or is still going after the timeout
-        plus ``HANDOVER_GRACE_SECONDS``.
+        Redis's own ``FAILOVER TO`` pauses writes and then waits for the target to *acknowledge*
+        the master's offset; a replica acknowledges once a second (``REPLCONF ACK`` from its
+        replication cron, and the master sends no ``GETACK`` while clients are paused), so that
+        wait alone pauses writes 0-1 s. This method pauses writes itself instead
+        (``CLIENT PAUSE ms WRITE``, expiring on its own ``HANDOVER_GRACE_SECONDS`` after the
+        timeout should the operator die), polls until the target has *processed* the master's
+        frozen offset (its INFO ``master_repl_offset``), and only then runs
+        ``FAILOVER TO target FORCE TIMEOUT 1``: the handover no longer waits for an
+        acknowledgement the operator has already checked, and no write the master accepted is
+        lost. If the target is still behind after ``failover_timeout_ms``, ``force`` hands over
+        anyway (as ``FAILOVER ... FORCE`` did); without it the pause is lifted and
+        ``RedisCommandError`` raised. It then polls :meth:`failover_state` until ``no-failover``,
+        lifts the pause and returns once ``target`` answers ``role:master`` — so a caller can move
+        the master label at once. ``RedisCommandError`` when the handover was aborted or is still
+        going after the timeout plus ``HANDOVER_GRACE_SECONDS``.
         """
-        command: list[str | int] = ["FAILOVER", "TO", target.host, target.port]
-        if force:
-            command.append("FORCE")
-        await _call(self, (*command, "TIMEOUT", failover_timeout_ms))
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + failover_timeout_ms / 1000 + HANDOVER_GRACE_SECONDS
-        while (state := await self.failover_state()) != "no-failover":
-            if loop.time() > deadline:
-                raise RedisCommandError(self.host, self.port, f"FAILOVER still {state} after its timeout")
-            await asyncio.sleep(HANDOVER_POLL_SECONDS)  # poll interval, bounded by the deadline
+        deadline = loop.time() + failover_timeout_ms / 1000
+        pause_ms = failover_timeout_ms + int(2 * HANDOVER_GRACE_SECONDS * 1000)
+        _, text = await _call(self, ("CLIENT", "PAUSE", pause_ms, "WRITE"), ("INFO", "replication"))
+        try:
+            frozen = int(parse_info(str(text)).get("master_repl_offset", "0"))
+            while not (caught_up := await target.replication_offset() >= frozen):
+                if loop.time() > deadline:
+                    break
+                await asyncio.sleep(HANDOVER_POLL_SECONDS)  # poll interval, bounded by the deadline
+            if not caught_up and not force:
+                raise RedisCommandError(
+                    target.host, target.port, f"still behind offset {frozen} after the FAILOVER timeout"
+                )
+            await _call(self, ("FAILOVER", "TO", target.host, target.port, "FORCE", "TIMEOUT", 1))
+            deadline += HANDOVER_GRACE_SECONDS
+            while (state := await self.failover_state()) != "no-failover":
+                if loop.time() > deadline:
+                    raise RedisCommandError(self.host, self.port, f"FAILOVER still {state} after its timeout")
+                await asyncio.sleep(HANDOVER_POLL_SECONDS)  # poll interval, bounded by the deadline
+        finally:
+            with contextlib.suppress(RedisAdminError):
+                await _call(self, ("CLIENT", "UNPAUSE"))
         role = (await target.info()).get("role")
         if role != "master":
             raise RedisCommandError(target.host, target.port, f"FAILOVER to it ended with role:{role}")
+
+    async def replication_offset(self) -> int:
+        """INFO ``master_repl_offset``: what a master wrote, or what a replica has processed."""
+        return int((await self.info()).get("master_repl_offset", "0"))
 
     async def reload_tls(self, settings: Mapping[str, str]) -> None:
         """One ``CONFIG SET`` of every TLS file setting (all or none): Redis re-reads the files."""

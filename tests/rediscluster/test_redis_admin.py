@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import itertools
 import math
 import time
 
 import pytest
+import redis.asyncio as aioredis
+import redis.exceptions
 
 from examples.rediscluster import redis_admin
 from examples.rediscluster.redis_admin import RedisCommandError, RedisConnection, RedisUnavailable
@@ -70,6 +75,11 @@ def test_parse_facts_of_a_master() -> None:
     assert (facts.connected_replicas, facts.loading, facts.keys) == (2, True, 0)
     assert facts.failover_state == "waiting-for-sync"
     assert facts.online_replicas == {("10.0.0.2", 6379)}
+
+
+def _monitoring(server: RedisServer) -> bool:
+    with server.client() as c:
+        return any("O" in str(client["flags"]) for client in c.client_list())
 
 
 async def _listed_online(master: RedisServer, replica: tuple[str, int]) -> bool:
@@ -151,6 +161,64 @@ async def test_failover_to_hands_the_master_over_without_losing_writes(redis_ser
     assert (old.master_host, old.master_port) == (r.host, r.port)
     with r.client() as c:
         assert c.dbsize() == 100
+
+
+async def test_failover_to_pauses_writes_checks_the_target_offset_then_forces_the_handover(
+    redis_servers: RedisServers,
+) -> None:
+    """The master runs CLIENT PAUSE WRITE, FAILOVER and CLIENT UNPAUSE once each; MONITOR shows no
+    write executed from the pause on (the FAILOVER ... FORCE is sent only once the target has
+    processed the frozen offset, so Redis need not wait for the replica's once-a-second ACK); and
+    every write a concurrent writer had acknowledged is on the new master."""
+    m, r = redis_servers.start(2)
+    await replicate(r, m)
+    await eventually(
+        lambda: _listed_online(m, (r.host, r.port)), within=10.0, what="the replica online at the master"
+    )
+    seen: list[str] = []
+    acked: list[int] = []
+
+    async def monitor() -> None:
+        async with aioredis.Redis(host=m.host, port=m.port, decode_responses=True) as c:
+            async with c.monitor() as mon:
+                while True:
+                    seen.append(str((await mon.next_command())["command"]))
+
+    async def write() -> None:
+        async with aioredis.Redis(host=m.host, port=m.port, decode_responses=True) as c:
+            for i in itertools.count():
+                try:
+                    await c.set(f"w{i}", i)
+                except redis.exceptions.ReadOnlyError:
+                    return  # the old master is a replica now
+                acked.append(i)
+
+    watcher = asyncio.create_task(monitor())
+    await eventually(lambda: _monitoring(m), within=10.0, what="MONITOR on")
+    writer = asyncio.create_task(write())
+    try:
+        await eventually(lambda: len(acked) >= 50, within=10.0, what="writes flowing")
+        await m.admin().failover_to(r.admin())
+        await asyncio.wait_for(writer, timeout=10.0)
+        await eventually(lambda: "INFO replication" in seen, within=10.0, what="the pause's INFO seen")
+    finally:
+        for task in (watcher, writer):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, redis.exceptions.RedisError):
+                await task
+    # MONITOR hides admin commands (CLIENT PAUSE, FAILOVER): the INFO sent with the pause marks it
+    paused_at = seen.index("INFO replication")
+    assert not [c for c in seen[paused_at:] if c.startswith("SET")]
+    with m.client() as c:
+        stats = c.info("commandstats")
+    assert {k: stats[f"cmdstat_{k}"]["calls"] for k in ("client|pause", "failover", "client|unpause")} == {
+        "client|pause": 1,
+        "failover": 1,
+        "client|unpause": 1,
+    }
+    assert (await r.admin().observe()).role is Role.MASTER
+    with r.client() as c:
+        assert c.mget([f"w{i}" for i in acked]) == [str(i) for i in acked]
 
 
 async def test_bgsave_is_started_then_tracked_without_blocking(redis_servers: RedisServers) -> None:

@@ -179,10 +179,10 @@ async def test_failover_to_pauses_writes_checks_the_target_offset_then_forces_th
     acked: list[int] = []
 
     async def monitor() -> None:
-        async with aioredis.Redis(host=m.host, port=m.port, decode_responses=True) as c:
-            async with c.monitor() as mon:
-                while True:
-                    seen.append(str((await mon.next_command())["command"]))
+        client = aioredis.Redis(host=m.host, port=m.port, decode_responses=True)
+        async with client, client.monitor() as mon:
+            while True:
+                seen.append(str((await mon.next_command())["command"]))
 
     async def write() -> None:
         async with aioredis.Redis(host=m.host, port=m.port, decode_responses=True) as c:

@@ -119,7 +119,8 @@ class Policy:
 # RecordMaster: persist status currentMaster=pod, masterEpoch=epoch before any later action.
 # Promote: REPLICAOF NO ONE, then verify role:master. ReplicaOf / Demote: REPLICAOF <master>;
 # Demote is for a node that is a master now (a returning old master, a fresh pod at bootstrap).
-# Switchover: planned handover, FAILOVER TO <to> FORCE TIMEOUT sent to the live old master <pod>,
+# Switchover: planned handover (redis_admin.failover_to: CLIENT PAUSE WRITE, <to> caught up, then
+# FAILOVER TO <to> FORCE) run on the live old master <pod>,
 # then waited for until <to> is master (the following actions see the handover done).
 # SetLabel: the pod's role label. Wait: nothing safe to do now; requeue and observe again.
 

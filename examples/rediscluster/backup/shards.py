@@ -17,8 +17,9 @@ its replica when it has one, as Kubernetes objects:
   PVC ``<path>/shard-<i>.rdb`` and ``<path>/manifest.json`` (``path`` defaults to the backup's
   name).
 
-The manifest (``sharded.manifest``, JSON, ``version`` 1) lists per shard its index, slot ranges,
-source pod, object key (or path) and location, size and SHA-256.
+The manifest (``sharded.manifest``, JSON, ``version`` 1) names the cluster, namespace and backup
+and lists per shard its index, slot ranges, object key (or path) and location, size and SHA-256
+(the source pods are in ``status.shards``).
 
 A restore (``backup.restore``) seeds each shard's *first* pod (ordinal ``i*(1+r)``) from
 ``shard-<i>.rdb``: redis-server loads it before it serves anything, and a cluster node holding keys

@@ -49,6 +49,7 @@ def test_the_default_render_is_two_leader_electing_replicas_with_restricted_pods
     assert "--log-format=json" in container["args"]
     assert not any(a.startswith("--namespace") for a in container["args"])
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "probes"}
+    assert container["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "probes"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "probes"}
     assert container["securityContext"] == {
         "allowPrivilegeEscalation": False,

@@ -45,6 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pyctrl.envtest.node.envvars import ContainerConfigError
+
 __all__ = [
     "DEFAULT_IMAGE_MAP",
     "DEFAULT_PATH",
@@ -56,6 +58,7 @@ __all__ = [
     "find_executable",
     "image_paths_under",
     "resolve_argv",
+    "verify_run_as_non_root",
 ]
 
 # PATH of a typical image, used when the container sets none.
@@ -179,3 +182,22 @@ def resolve_argv(
     if path is None:
         raise StartError(f'exec: "{argv[0]}": executable file not found in $PATH')
     return path, argv
+
+
+def verify_run_as_non_root(security: Mapping[str, Any], pod: str, container: str) -> None:
+    """The kubelet's ``verifyRunAsNonRoot`` on the container's effective securityContext (its own
+    over the Pod's): with ``runAsNonRoot`` a ``runAsUser`` of 0 is refused, and so is none at all —
+    an image rule names no USER, and a container of the local node runs as root unless told
+    otherwise. Raises ``ContainerConfigError`` (``CreateContainerConfigError``, retried)."""
+    if not security.get("runAsNonRoot"):
+        return
+    uid = security.get("runAsUser")
+    if uid is None:
+        raise ContainerConfigError(
+            f'container has runAsNonRoot and image will run as root (pod: "{pod}", container: {container}):'
+            " the local node knows no image's USER, set runAsUser"
+        )
+    if int(uid) == 0:
+        raise ContainerConfigError(
+            f'container\'s runAsUser breaks non-root policy (pod: "{pod}", container: {container})'
+        )

@@ -37,7 +37,13 @@ from urllib.parse import urlsplit
 from pyctrl.envtest.node.addresses import AddressPool
 from pyctrl.envtest.node.container import Backoff, Container
 from pyctrl.envtest.node.envvars import PodFacts, build_env, decode_data, expand
-from pyctrl.envtest.node.images import DEFAULT_PATH, ImageMap, image_paths_under, resolve_argv
+from pyctrl.envtest.node.images import (
+    DEFAULT_PATH,
+    ImageMap,
+    image_paths_under,
+    resolve_argv,
+    verify_run_as_non_root,
+)
 from pyctrl.envtest.node.kube import ApiError, Kube
 from pyctrl.envtest.node.runtime import Launch, Mount
 from pyctrl.envtest.node.status import KUBELET_CONDITIONS, now_rfc3339, pod_status
@@ -190,6 +196,8 @@ class PodWorker:
             args=[expand(str(a), env) for a in spec.get("args") or []],
         )
         executable, argv = resolve_argv(image, expanded, env)
+        security = {**(self.pod["spec"].get("securityContext") or {}), **(spec.get("securityContext") or {})}
+        verify_run_as_non_root(security, f"{self.namespace}/{self.name}", str(spec["name"]))
         api_data = {
             v["name"]
             for v in self.pod["spec"].get("volumes") or []
@@ -224,6 +232,8 @@ class PodWorker:
             workdir=spec.get("workingDir"),
             hostname=hostname,
             termination_log=termination_log,
+            read_only_root=bool(security.get("readOnlyRootFilesystem")),
+            no_new_privs=security.get("allowPrivilegeEscalation") is False,
         )
 
     async def _lookup(self, kind: str, namespace: str, name: str) -> dict[str, bytes] | None:

@@ -69,6 +69,8 @@ class Launch:
     hostname: str = ""
     # host side of the container's terminationMessagePath (bind-mounted there, read after exit)
     termination_log: Path | None = None
+    read_only_root: bool = False  # securityContext.readOnlyRootFilesystem
+    no_new_privs: bool = False  # securityContext.allowPrivilegeEscalation: false
 
 
 def exit_code(returncode: int) -> int:
@@ -136,6 +138,8 @@ async def start_container(launch: Launch) -> ContainerProcess:
         "executable": launch.executable,
         "argv": launch.argv,
         "env": launch.env,
+        "read_only_root": launch.read_only_root,
+        "no_new_privs": launch.no_new_privs,
     }
     launch.spec_path.write_text(json.dumps(spec))
     try:

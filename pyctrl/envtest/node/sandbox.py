@@ -14,7 +14,11 @@ by bind mounts and a chroot):
    bind-mounted one by one; so a mountPath that does not exist on the host (``/data``) is created
    in the view only and the host's filesystem is never written;
 4. each volume bind-mounted at its mountPath (read-only when asked), parents before children;
-5. ``chroot`` into the view, ``chdir`` to workingDir (created in the view when missing) and
+5. with ``read_only_root`` (``readOnlyRootFilesystem``): every host directory's bind in the view
+   and the view's tmpfs are remounted read-only (the volumes keep their own mode; mounts nested
+   under a host directory on the host keep theirs);
+6. ``chroot`` into the view, ``chdir`` to workingDir (created in the view when missing),
+   ``PR_SET_NO_NEW_PRIVS`` with ``no_new_privs`` (``allowPrivilegeEscalation: false``) and
    ``execve`` the container's executable with its argv and environment.
 
 Any failure before ``execve`` is written to the status pipe (``status_fd``) and the process exits
@@ -40,6 +44,7 @@ _MS_BIND = 4096
 _MS_REC = 16384
 _MS_PRIVATE = 1 << 18
 _PR_SET_PDEATHSIG = 1
+_PR_SET_NO_NEW_PRIVS = 38
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -71,8 +76,11 @@ def _ancestors(path: str) -> list[str]:
     return out
 
 
-def _replicate(host_dir: str, view_dir: str, shadow: set[str], targets: set[str], skip: str) -> None:
-    """Make ``view_dir`` show ``host_dir``'s entries; recurse into ``shadow`` directories."""
+def _replicate(
+    host_dir: str, view_dir: str, shadow: set[str], targets: set[str], skip: str, *, binds: list[str]
+) -> None:
+    """Make ``view_dir`` show ``host_dir``'s entries; recurse into ``shadow`` directories; the
+    bind mounts made are appended to ``binds``."""
     for name in sorted(os.listdir(host_dir)):
         host, view = os.path.join(host_dir, name), os.path.join(view_dir, name)
         if host == skip:
@@ -85,13 +93,15 @@ def _replicate(host_dir: str, view_dir: str, shadow: set[str], targets: set[str]
                 os.mkdir(view)
                 os.chmod(view, stat.S_IMODE(info.st_mode))
                 if host in shadow:
-                    _replicate(host, view, shadow, targets, skip)
+                    _replicate(host, view, shadow, targets, skip, binds=binds)
                 elif host not in targets:
                     _mount(host, view, None, _MS_BIND | _MS_REC)
+                    binds.append(view)
             else:
                 with open(view, "w"):
                     pass
                 _mount(host, view, None, _MS_BIND)
+                binds.append(view)
         except OSError as exc:  # an odd host entry must not stop the container
             print(f"local-node sandbox: skipping {host}: {exc}", file=sys.stderr)
 
@@ -112,7 +122,8 @@ def _setup(spec: dict[str, Any]) -> None:
     targets = {m["target"] for m in mounts}
     needed = targets | ({workdir} if workdir else set())
     shadow = {a for path in needed for a in _ancestors(path)}
-    _replicate("/", root, shadow, targets, skip=root)
+    binds: list[str] = []
+    _replicate("/", root, shadow, targets, root, binds=binds)
     for mount in sorted(mounts, key=lambda m: m["target"].count("/")):
         inside = root + mount["target"]
         if os.path.isdir(mount["source"]):
@@ -127,6 +138,13 @@ def _setup(spec: dict[str, Any]) -> None:
             _mount(None, inside, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY)
     if workdir:
         os.makedirs(root + workdir, exist_ok=True)
+    if spec.get("read_only_root"):
+        # /dev and /proc stay writable, as container runtimes mount them apart from the image's root
+        runtime_dirs = (root + "/dev", root + "/proc")
+        for view in binds:
+            if not view.startswith(runtime_dirs):
+                _mount(None, view, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY)
+        _mount(None, root, None, _MS_REMOUNT | _MS_RDONLY)
     os.chroot(root)
     os.chdir(workdir or "/")
 
@@ -142,6 +160,8 @@ def main() -> None:
         os.write(status_fd, f"setting up the container failed: {exc}".encode())
         os._exit(128)
     try:
+        if spec.get("no_new_privs"):
+            _check(_libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
         os.execve(spec["executable"], spec["argv"], spec["env"])
     except OSError as exc:
         os.write(status_fd, f'exec: "{spec["executable"]}": {exc.strerror or exc}'.encode())

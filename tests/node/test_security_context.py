@@ -1,0 +1,86 @@
+"""What the local node enforces of a container's securityContext, on the real control plane:
+readOnlyRootFilesystem (the root is read-only, volumes are not), allowPrivilegeEscalation: false
+(no_new_privs), and the kubelet's runAsNonRoot check (refused without a non-zero runAsUser)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pyctrl.envtest import Environment
+from pyctrl.envtest.node.pod import LOG_DIR_ANNOTATION
+from pyctrl.testing import eventually
+
+pytestmark = pytest.mark.controlplane
+
+# Without the read-only root this would write the host's /var/tmp (the view binds the host's
+# directories): the test removes it then, and fails.
+HOST_PROBE = Path("/var/tmp/pyctrl-read-only-root-probe")
+PROBE = (
+    f"touch {HOST_PROBE} 2>/dev/null && echo root: writable || echo root: read-only; "
+    "touch /scratch/x && echo volume: writable; grep NoNewPrivs /proc/self/status; exec sleep 3600"
+)
+
+
+PLAIN = "grep NoNewPrivs /proc/self/status; exec sleep 3600"
+
+
+def sleeper(name: str, security: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "image": "redis:7", "command": ["sleep", "3600"], "securityContext": security}
+
+
+async def test_the_node_enforces_a_read_only_root_no_new_privileges_and_run_as_non_root(
+    envtest: Environment, namespace: str
+) -> None:
+    restricted = {"readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False}
+    pod = {
+        "metadata": {"name": "restricted"},
+        "spec": {
+            "containers": [
+                {
+                    "name": "probe",
+                    "image": "redis:7",
+                    "command": ["sh", "-c", PROBE],
+                    "securityContext": restricted,
+                    "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
+                },
+                {"name": "plain", "image": "redis:7", "command": ["sh", "-c", PLAIN]},
+                sleeper("no-user", {"runAsNonRoot": True}),
+                sleeper("root-user", {"runAsNonRoot": True, "runAsUser": 0}),
+                sleeper("non-root-user", {"runAsNonRoot": True, "runAsUser": 65532}),
+            ],
+            "volumes": [{"name": "scratch", "emptyDir": {}}],
+        },
+    }
+    envtest.http.request("POST", f"/api/v1/namespaces/{namespace}/pods", pod)
+
+    def states() -> dict[str, dict[str, Any]] | None:
+        found = envtest.http.get(f"/api/v1/namespaces/{namespace}/pods/restricted")
+        statuses = {s["name"]: s["state"] for s in found.get("status", {}).get("containerStatuses") or []}
+        settled = ("probe", "plain", "non-root-user")
+        if all("running" in statuses.get(n, {}) for n in settled) and all(
+            "waiting" in statuses.get(n, {}) for n in ("no-user", "root-user")
+        ):
+            return {**statuses, "_pod": found}
+        return None
+
+    settled = await eventually(states, within=60, what="the containers started or refused", interval=0.3)
+    log_dir = Path(settled["_pod"]["metadata"]["annotations"][LOG_DIR_ANNOTATION])
+
+    def logged(container: str) -> str | None:
+        text = (log_dir / f"{container}.log").read_text() if (log_dir / f"{container}.log").exists() else ""
+        return text if "NoNewPrivs" in text else None
+
+    probe = await eventually(lambda: logged("probe"), within=30, what="the probe's report")
+    HOST_PROBE.unlink(missing_ok=True)  # noqa: ASYNC240 (a local file, once)
+    assert "root: read-only" in probe
+    assert "volume: writable" in probe
+    assert "NoNewPrivs:\t1" in probe
+    plain = await eventually(lambda: logged("plain"), within=30, what="the plain container's report")
+    assert "NoNewPrivs:\t0" in plain  # no securityContext: as before
+    assert settled["no-user"]["waiting"]["reason"] == "CreateContainerConfigError"
+    assert "container has runAsNonRoot and image will run as root" in settled["no-user"]["waiting"]["message"]
+    assert settled["root-user"]["waiting"]["reason"] == "CreateContainerConfigError"
+    assert "runAsUser breaks non-root policy" in settled["root-user"]["waiting"]["message"]

@@ -42,7 +42,7 @@ async def main():
         ) as answer:
             user = (await answer.json())["status"]["userInfo"]["username"]
     print(json.dumps({{
-        "files": sorted(os.listdir("{SA_DIR}")),
+        "files": sorted(f for f in os.listdir("{SA_DIR}") if not f.startswith("..")),  # no atomic-writer dirs
         "namespace": open("{SA_DIR}/namespace").read(),
         "host": config.host,
         "user": user,

@@ -124,6 +124,12 @@ def _setup(spec: dict[str, Any]) -> None:
     shadow = {a for path in needed for a in _ancestors(path)}
     binds: list[str] = []
     _replicate("/", root, shadow, targets, root, binds=binds)
+    if spec.get("read_only_root"):  # before the volumes, which may cover some of these binds
+        # /dev and /proc stay writable, as container runtimes mount them apart from the image's root
+        runtime_dirs = (root + "/dev", root + "/proc")
+        for view in binds:
+            if not view.startswith(runtime_dirs):
+                _mount(None, view, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY)
     for mount in sorted(mounts, key=lambda m: m["target"].count("/")):
         inside = root + mount["target"]
         if os.path.isdir(mount["source"]):
@@ -139,11 +145,6 @@ def _setup(spec: dict[str, Any]) -> None:
     if workdir:
         os.makedirs(root + workdir, exist_ok=True)
     if spec.get("read_only_root"):
-        # /dev and /proc stay writable, as container runtimes mount them apart from the image's root
-        runtime_dirs = (root + "/dev", root + "/proc")
-        for view in binds:
-            if not view.startswith(runtime_dirs):
-                _mount(None, view, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY)
         _mount(None, root, None, _MS_REMOUNT | _MS_RDONLY)
     os.chroot(root)
     os.chdir(workdir or "/")

@@ -309,7 +309,7 @@ class RedisConnection:
         the master's offset; a replica acknowledges once a second (``REPLCONF ACK`` from its
         replication cron, and the master sends no ``GETACK`` while clients are paused), so that
         wait alone pauses writes 0-1 s. This method pauses writes itself instead
-        (``CLIENT PAUSE ms WRITE``, expiring on its own ``HANDOVER_GRACE_SECONDS`` after the
+        (``CLIENT PAUSE ms WRITE``, expiring on its own ``2 * HANDOVER_GRACE_SECONDS`` after the
         timeout should the operator die), polls until the target has *processed* the master's
         frozen offset (its INFO ``master_repl_offset``), and only then runs
         ``FAILOVER TO target FORCE TIMEOUT 1``: the handover no longer waits for an

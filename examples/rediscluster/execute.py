@@ -30,7 +30,6 @@ import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from examples.rediscluster import metrics
 from examples.rediscluster.api import RedisCluster, RedisClusterPhase, RedisClusterStatus
@@ -49,6 +48,7 @@ from examples.rediscluster.topology import (
     Switchover,
     Wait,
 )
+from pyctrl.client import Client
 from pyctrl.client.patch import MergeFrom, PatchType, RawPatch
 from pyctrl.log import get_logger
 from pyctrl.recorder import EventRecorder
@@ -128,7 +128,7 @@ class PhaseTimer:
 class PlanExecutor:
     """Executes plans for the reconciler with its client and recorder."""
 
-    def __init__(self, client: Any, recorder: EventRecorder) -> None:
+    def __init__(self, client: Client, recorder: EventRecorder) -> None:
         self.client = client
         self.recorder = recorder
 

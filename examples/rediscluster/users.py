@@ -41,7 +41,7 @@ from typing import Any
 
 from examples.rediscluster.api import RedisCluster, RedisUser
 from examples.rediscluster.redis_admin import RedisAdminError, RedisConnection
-from pyctrl.client import Secret
+from pyctrl.client import Client, Reader, Secret
 from pyctrl.client.errors import NotFound
 from pyctrl.controllerutil import set_controller_reference
 from pyctrl.log import get_logger
@@ -218,7 +218,7 @@ class AclState:
         return self.system.operator_password
 
 
-async def _user_passwords(api_reader: Any, cluster: RedisCluster) -> list[str]:
+async def _user_passwords(api_reader: Reader, cluster: RedisCluster) -> list[str]:
     """Each ``spec.users[i]``'s password; ``InvalidUsers`` naming the passwordSecret otherwise."""
     out = []
     for i, user in enumerate(cluster.spec.users or []):
@@ -234,7 +234,7 @@ async def _user_passwords(api_reader: Any, cluster: RedisCluster) -> list[str]:
     return out
 
 
-async def operator_password(api_reader: Any, cluster: RedisCluster) -> str | None:
+async def operator_password(api_reader: Reader, cluster: RedisCluster) -> str | None:
     """The operator's own password from the ``<name>-acl`` Secret (None before it exists)."""
     try:
         secret = await api_reader.get(Secret, acl_secret_name(cluster), namespace=cluster.namespace)
@@ -247,7 +247,7 @@ async def operator_password(api_reader: Any, cluster: RedisCluster) -> str | Non
 class UserSync:
     """Keeps the ``<name>-acl`` Secret and every pod's loaded users as ``spec.users`` says."""
 
-    def __init__(self, client: Any, api_reader: Any) -> None:
+    def __init__(self, client: Client, api_reader: Reader) -> None:
         self.client = client
         self.api_reader = api_reader
 

@@ -45,7 +45,7 @@ from examples.rediscluster.cluster.slots import SLOTS
 from examples.rediscluster.resources import REDIS_PORT, ROLE_LABEL, selector_labels
 from examples.rediscluster.topology import Role
 from pyctrl import Request, Result
-from pyctrl.client import Job, PersistentVolumeClaim, Pod, Secret
+from pyctrl.client import Client, Job, PersistentVolumeClaim, Pod, Reader, Secret
 from pyctrl.client.errors import Forbidden, NotFound
 from pyctrl.client.objects import Condition
 from pyctrl.client.patch import MergeFrom, PatchType, RawPatch
@@ -91,7 +91,7 @@ class NotYet(Exception):
 class RedisBackupReconciler:
     """Reconciles RedisBackup objects; see the module docstring."""
 
-    def __init__(self, client: Any, api_reader: Any, recorder: EventRecorder, image: str) -> None:
+    def __init__(self, client: Client, api_reader: Reader, recorder: EventRecorder, image: str) -> None:
         self.client = client
         self.api_reader = api_reader
         self.recorder = recorder
@@ -308,9 +308,10 @@ class RedisBackupReconciler:
         recorded = shards_from_annotation(job.metadata.annotations or {})
         pods: list[Pod] = []
         if recorded is not None or complete or failed is not None:
-            pods = await self.client.list(
+            listed = await self.client.list(
                 Pod, namespace=backup.namespace, labels={"batch.kubernetes.io/job-name": job.name}
             )
+            pods = listed.items
         shards: dict[str, Any] = {}
         if recorded is not None:
             shards["shards"] = with_results(recorded, shard_results(pods))

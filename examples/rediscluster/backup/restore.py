@@ -48,7 +48,7 @@ from examples.rediscluster.backup.api import BackupPhase, RedisBackup
 from examples.rediscluster.backup.job import restore_init_container, restore_volumes
 from examples.rediscluster.backup.shards import cluster_restore_init_container
 from examples.rediscluster.cluster.slots import SLOTS, parse_ranges
-from pyctrl.client import ConfigMap, Pod
+from pyctrl.client import Client, ConfigMap, Pod
 from pyctrl.client.errors import NotFound
 from pyctrl.client.objects import Condition
 from pyctrl.controllerutil import set_controller_reference
@@ -144,7 +144,7 @@ def _done_config_map(cluster: RedisCluster) -> dict[str, Any]:
 
 
 async def restore_state(
-    client: Any,
+    client: Client,
     recorder: EventRecorder,
     cluster: RedisCluster,
     pods: Mapping[str, Pod],
@@ -168,7 +168,7 @@ async def restore_state(
 
 
 async def _restore_state(
-    client: Any, cluster: RedisCluster, pods: Mapping[str, Pod], image: str, now: str
+    client: Client, cluster: RedisCluster, pods: Mapping[str, Pod], image: str, now: str
 ) -> RestoreState:
     source = cluster.spec.restore_from
     if source is None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+from collections.abc import Iterable
 from typing import Any
 
 from croniter import croniter
@@ -40,6 +41,7 @@ from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.backup.api import BackupPhase, BackupSchedule, RedisBackup
 from examples.rediscluster.backup.job import CLUSTER_LABEL
 from pyctrl import Request, Result
+from pyctrl.client import Client
 from pyctrl.client.errors import AlreadyExists, Forbidden, NotFound
 from pyctrl.client.objects import Condition
 from pyctrl.client.patch import MergeFrom, PatchType, RawPatch
@@ -85,7 +87,7 @@ class BackupScheduleReconciler:
     by the RedisBackup and RedisCluster reconcilers (redisbackups create/delete, redisclusters
     patch and finalizers, status patch)."""
 
-    def __init__(self, client: Any, recorder: EventRecorder) -> None:
+    def __init__(self, client: Client, recorder: EventRecorder) -> None:
         self.client = client
         self.recorder = recorder
 
@@ -153,7 +155,7 @@ class BackupScheduleReconciler:
         next_due: datetime.datetime = croniter(schedule, now).get_next(datetime.datetime)
         return Result(requeue_after=max(0.5, (next_due - _utcnow()).total_seconds() + 0.5))
 
-    async def _retain(self, backups: list[RedisBackup], keep: int) -> None:
+    async def _retain(self, backups: Iterable[RedisBackup], keep: int) -> None:
         live = [b for b in backups if not b.metadata.deletion_timestamp]
         live.sort(key=lambda b: (b.metadata.annotations or {}).get(SCHEDULED_AT, ""), reverse=True)
         for old in live[keep:]:

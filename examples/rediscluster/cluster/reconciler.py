@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from examples.rediscluster import metrics as base_metrics
 from examples.rediscluster import redis_admin
@@ -63,7 +62,7 @@ from examples.rediscluster.redis_admin import RedisConnection
 from examples.rediscluster.resources import REDIS_PORT, ROLE_LABEL, InvalidSpec, selector_labels
 from examples.rediscluster.rollout import RolloutDecision, progressing_condition
 from pyctrl import Result
-from pyctrl.client import Pod
+from pyctrl.client import Client, Pod
 from pyctrl.client.objects import Condition
 from pyctrl.client.patch import MergeFrom, PatchType, RawPatch
 from pyctrl.controllerutil import set_controller_reference
@@ -82,7 +81,7 @@ class ClusterModeReconciler:
 
     def __init__(
         self,
-        client: Any,
+        client: Client,
         recorder: EventRecorder,
         mover: SlotMover,
         *,

@@ -75,7 +75,8 @@ _RESERVED_PREFIX = "pyctrl-"
 #: every command the operator sends (redis_admin), the rule checks and the reloads; no key, no channel
 OPERATOR_RULES = (
     "resetkeys resetchannels -@all +ping +info +role +replicaof +slaveof +failover +bgsave "
-    "+config|get +config|set +acl|load +acl|users +acl|setuser +acl|deluser +client|setname"
+    "+config|get +config|set +acl|load +acl|users +acl|setuser +acl|deluser +client|setname "
+    "+client|pause +client|unpause"
 )
 REPLICATION_RULES = "resetkeys resetchannels -@all +psync +replconf +sync +ping"
 log = get_logger("rediscluster.users")

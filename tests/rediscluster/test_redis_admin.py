@@ -7,6 +7,7 @@ import contextlib
 import itertools
 import math
 import time
+from dataclasses import replace
 
 import pytest
 import redis.asyncio as aioredis
@@ -15,6 +16,7 @@ import redis.exceptions
 from examples.rediscluster import redis_admin
 from examples.rediscluster.redis_admin import RedisCommandError, RedisConnection, RedisUnavailable
 from examples.rediscluster.topology import Role
+from examples.rediscluster.users import OPERATOR_RULES, OPERATOR_USER
 from pyctrl.testing import eventually
 from tests.rediscluster._harness import link_up
 from tests.rediscluster._servers import RedisServer, RedisServers, free_port
@@ -219,6 +221,32 @@ async def test_failover_to_pauses_writes_checks_the_target_offset_then_forces_th
     assert (await r.admin().observe()).role is Role.MASTER
     with r.client() as c:
         assert c.mget([f"w{i}" for i in acked]) == [str(i) for i in acked]
+
+
+async def test_the_operators_acl_user_may_run_every_command_of_a_switchover_and_a_failover(
+    redis_servers: RedisServers,
+) -> None:
+    """With spec.users the operator logs in as its own ACL user (users.OPERATOR_RULES): the planned
+    switchover (CLIENT PAUSE, INFO, FAILOVER, CLIENT UNPAUSE), the promotion and the re-pointing
+    must all be allowed to it — a command missing from its rules fails the handover with NOPERM."""
+    m, r = redis_servers.start(2)
+    for server in (m, r):
+        with server.client() as c:
+            c.execute_command("ACL", "SETUSER", OPERATOR_USER, "on", ">operator-pw", *OPERATOR_RULES.split())
+
+    def as_operator(server: RedisServer) -> RedisConnection:
+        return replace(server.admin(), username=OPERATOR_USER, password="operator-pw")
+
+    await as_operator(r).replica_of(as_operator(m))
+    await eventually(
+        lambda: _listed_online(m, (r.host, r.port)), within=10.0, what="the replica online at the master"
+    )
+    await as_operator(m).failover_to(as_operator(r))  # planned switchover: m -> r
+    assert (await as_operator(r).observe()).role is Role.MASTER
+    await eventually(lambda: link_up(m), within=10.0, what="the old master replicating the new one")
+    await as_operator(m).promote()  # a crash failover's promotion, then r re-pointed at it
+    await as_operator(r).replica_of(as_operator(m))
+    assert (await as_operator(m).observe()).role is Role.MASTER
 
 
 async def test_bgsave_is_started_then_tracked_without_blocking(redis_servers: RedisServers) -> None:

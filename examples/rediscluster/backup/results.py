@@ -73,6 +73,8 @@ def result_of(pods: list[Pod]) -> dict[str, Any] | None:
             if not isinstance(parsed, dict):  # a crash: FallbackToLogsOnError put the log tail there
                 parsed = {"error": message[-500:]}
             finished = str(terminated.get("finishedAt") or "")
-            if newest is None or finished > newest[0]:
+            # finishedAt has a one-second resolution: on a tie the later container wins (statuses
+            # are listed init containers first, in the order they ran, then the main container)
+            if newest is None or finished >= newest[0]:
                 newest = (finished, parsed)
     return None if newest is None else newest[1]

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import pytest
@@ -130,6 +132,9 @@ async def operator(start_operator: OperatorFactory) -> RunningOperator:
     return await start_operator()
 
 
+Pods = dict[str, dict[str, Any]]  # pod name -> the Pod as the apiserver returns it
+
+
 class Cluster:
     """Test-side view of one RedisCluster: apiserver reads through the admin HTTP client, Redis
     through redis.asyncio to the pods' loopback IPs."""
@@ -169,34 +174,38 @@ class Cluster:
         return str(self.pods()[pod]["status"]["podIP"])
 
     async def redis(self, pod: str) -> aioredis.Redis:
-        return aioredis.Redis(
-            host=self.pod_ip(pod),
-            port=6379,
-            socket_timeout=2,
-            socket_connect_timeout=2,
-            decode_responses=True,
-        )
+        return _redis_at(self.pod_ip(pod))
 
     async def info(self, pod: str) -> dict[str, Any]:
-        client = await self.redis(pod)
-        try:
-            return dict(await client.info("replication"))
-        finally:
-            await client.aclose()
+        return await _replication_info(_redis_at(self.pod_ip(pod)))
 
     async def ready(self, replicas: int) -> bool:
         s = self.status()
         return s.get("phase") == "Running" and s.get("readyReplicas") == replicas
 
-    async def roles(self) -> dict[str, str]:
-        """pod -> "master" / "slave" / "down" as Redis itself reports."""
+    async def roles(self, pods: Pods | None = None) -> dict[str, str]:
+        """pod -> "master" / "slave" / "down" as Redis itself reports (of ``pods``, read when not given)."""
+        pods = self.pods() if pods is None else pods
         out = {}
-        for pod in self.pods():
+        for pod, p in pods.items():
             try:
-                out[pod] = str((await self.info(pod))["role"])
+                out[pod] = str((await _replication_info(_redis_at(p["status"]["podIP"])))["role"])
             except Exception:
                 out[pod] = "down"
         return out
+
+
+def _redis_at(ip: str) -> aioredis.Redis:
+    return aioredis.Redis(
+        host=ip, port=6379, socket_timeout=2, socket_connect_timeout=2, decode_responses=True
+    )
+
+
+async def _replication_info(client: aioredis.Redis) -> dict[str, Any]:
+    try:
+        return dict(await client.info("replication"))
+    finally:
+        await client.aclose()
 
 
 @pytest.fixture
@@ -234,6 +243,57 @@ async def lost_writes(c: Cluster, acked: Acked) -> list[int]:
         return [i for _, i, _ in acked if await client.get(f"k{i}") is None]
     finally:
         await client.aclose()
+
+
+class PodSampler:
+    """Samples a cluster's pods in the background for the length of an ``async with`` block.
+
+    Every ``interval`` seconds ``fold`` gets the cluster's pods (it may be a coroutine function)
+    and folds them into whatever it records. Leaving the block always stops the sampler: it
+    finishes the fold under way within ``stop_within`` seconds or the block fails; a fold that
+    raised fails the block with its error (unless the block itself already failed).
+    """
+
+    def __init__(
+        self,
+        c: Cluster,
+        fold: Callable[[Pods], object],
+        *,
+        interval: float = 0.1,
+        stop_within: float = 30,
+    ) -> None:
+        self.c, self.fold, self.interval, self.stop_within = c, fold, interval, stop_within
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def _poll(self) -> None:
+        while not self._stop.is_set():
+            folded = self.fold(self.c.pods())
+            if inspect.isawaitable(folded):
+                await folded
+            with contextlib.suppress(TimeoutError):  # the sampling interval, cut short by a stop
+                await asyncio.wait_for(self._stop.wait(), self.interval)
+
+    async def __aenter__(self) -> PodSampler:
+        self._task = asyncio.create_task(self._poll())
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        assert self._task is not None
+        self._stop.set()
+        done, _ = await asyncio.wait([self._task], timeout=self.stop_within)
+        if not done:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            if kind is None:
+                raise AssertionError(f"the pod sampler did not stop within {self.stop_within}s")
+        elif kind is None:
+            self._task.result()  # a fold's failure fails the block
+        else:
+            self._task.exception()  # the block's own failure is the one reported
 
 
 async def true(value: bool) -> bool:

@@ -7,14 +7,13 @@ under writes acknowledged by ``WAIT 1`` through redis-py's cluster-aware client.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from pyctrl.testing import eventually
-from tests.operator.conftest import Cluster, RunningOperator
+from tests.operator.conftest import Cluster, Pods, PodSampler, RunningOperator
 from tests.operator.test_cluster_mode import Writer, assert_check_clean, cluster_check, cluster_ready
 from tests.operator.test_nodes import events
 
@@ -36,31 +35,21 @@ def _serving(p: dict[str, Any]) -> bool:
 
 
 class Watch:
-    """Polls the pods: the most shards with a pod down at once, and the order pods got the new image."""
+    """A PodSampler fold: the most shards with a pod down at once, and the order pods got the new image."""
 
     def __init__(self, c: Cluster, pods: int) -> None:
-        self.c, self.pods = c, pods
+        self.names = [f"{c.name}-{i}" for i in range(pods)]
         self.most_shards_down = 0
         self.down_at_once: set[int] = set()
         self.order: list[str] = []
-        self.stop = asyncio.Event()
-        self.task = asyncio.create_task(self._poll())
 
-    async def _poll(self) -> None:
-        names = [f"{self.c.name}-{i}" for i in range(self.pods)]
-        while not self.stop.is_set():
-            pods = self.c.pods()
-            down = {_shard_of(n) for n in names if n not in pods or not _serving(pods[n])}
-            if len(down) > self.most_shards_down:
-                self.most_shards_down, self.down_at_once = len(down), down
-            for n, p in sorted(pods.items()):
-                if p["spec"]["containers"][0]["image"] == IMAGE and n not in self.order:
-                    self.order.append(n)
-            await asyncio.sleep(0.1)  # polling interval
-
-    async def close(self) -> None:
-        self.stop.set()
-        await self.task
+    def __call__(self, pods: Pods) -> None:
+        down = {_shard_of(n) for n in self.names if n not in pods or not _serving(pods[n])}
+        if len(down) > self.most_shards_down:
+            self.most_shards_down, self.down_at_once = len(down), down
+        for n, p in sorted(pods.items()):
+            if p["spec"]["containers"][0]["image"] == IMAGE and n not in self.order:
+                self.order.append(n)
 
 
 async def _rolled(c: Cluster, old_revision: str) -> bool:
@@ -88,17 +77,17 @@ async def test_an_image_change_is_rolled_one_shard_at_a_time_with_one_planned_fa
     writer = Writer(c.pod_ip("croll-0")).start()
     watch = Watch(c, 6)
     try:
-        await writer.more(30)
-        c.envtest.http.request(
-            "PATCH",
-            f"{c.base}/{c.name}",
-            {"spec": {"image": IMAGE}},
-            content_type="application/merge-patch+json",
-        )
-        await eventually(lambda: _rolled(c, old_revision), within=240, what="the rollout to complete")
-        await writer.more(30)
+        async with PodSampler(c, watch):
+            await writer.more(30)
+            c.envtest.http.request(
+                "PATCH",
+                f"{c.base}/{c.name}",
+                {"spec": {"image": IMAGE}},
+                content_type="application/merge-patch+json",
+            )
+            await eventually(lambda: _rolled(c, old_revision), within=240, what="the rollout to complete")
+            await writer.more(30)
     finally:
-        await watch.close()
         await writer.finish()
     story = "\n".join(
         f"{e['reason']}: {e['message']}"

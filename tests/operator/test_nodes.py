@@ -23,6 +23,8 @@ from tests.operator.conftest import (
     Acked,
     Cluster,
     OperatorFactory,
+    Pods,
+    PodSampler,
     grant_operator_role,
     lost_writes,
     true,
@@ -53,10 +55,10 @@ def nodes_of(c: Cluster) -> dict[str, str]:
     return {name: p["spec"].get("nodeName", "") for name, p in c.pods().items()}
 
 
-def pods_down(c: Cluster, replicas: int) -> int:
+def pods_down(pods: Pods, replicas: int) -> int:
     """Pods missing, terminating or not Ready (what a PodDisruptionBudget counts as disrupted)."""
     up = 0
-    for p in c.pods().values():
+    for p in pods.values():
         ready = any(
             x["type"] == "Ready" and x["status"] == "True" for x in p.get("status", {}).get("conditions", [])
         )
@@ -175,36 +177,28 @@ async def test_draining_every_node_in_turn_hands_the_master_over_once_per_drain_
     c.create(replicas=3, downAfterMilliseconds=10000)
     await eventually(lambda: c.ready(3), within=120, what="Running with 3 ready replicas", interval=0.2)
     worst = 0
-    stop = asyncio.Event()
 
-    async def sample() -> None:
+    def sample(pods: Pods) -> None:
         nonlocal worst
-        while not stop.is_set():
-            worst = max(worst, pods_down(c, 3))
-            await asyncio.sleep(0.1)  # sampling interval
+        worst = max(worst, pods_down(pods, 3))
 
-    sampler = asyncio.create_task(sample())
     master_drains = 0
-    try:
-        async with Writes(c) as writes:
-            for node in envtest.node_names:
-                master, epoch = c.status()["currentMaster"], c.status()["masterEpoch"]
-                placement = nodes_of(c)
-                held_master = placement[master] == node
-                try:
-                    await kubectl(envtest, "drain", node, *DRAIN_FLAGS, f"--pod-selector={INSTANCE}=drained")
-                    await eventually(lambda: c.ready(3), within=120, what=f"Running after draining {node}")
-                finally:
-                    await kubectl(envtest, "uncordon", node)
-                handovers = [e["message"] for e in events(c, "SwitchoverStarted")]
-                assert c.status()["masterEpoch"] == epoch + held_master, (
-                    f"drain of {node}: master {master}, pods on nodes {placement}, {handovers}"
-                )
-                master_drains += held_master
-                await writes.more(20)
-    finally:
-        stop.set()
-        await sampler
+    async with PodSampler(c, sample), Writes(c) as writes:
+        for node in envtest.node_names:
+            master, epoch = c.status()["currentMaster"], c.status()["masterEpoch"]
+            placement = nodes_of(c)
+            held_master = placement[master] == node
+            try:
+                await kubectl(envtest, "drain", node, *DRAIN_FLAGS, f"--pod-selector={INSTANCE}=drained")
+                await eventually(lambda: c.ready(3), within=120, what=f"Running after draining {node}")
+            finally:
+                await kubectl(envtest, "uncordon", node)
+            handovers = [e["message"] for e in events(c, "SwitchoverStarted")]
+            assert c.status()["masterEpoch"] == epoch + held_master, (
+                f"drain of {node}: master {master}, pods on nodes {placement}, {handovers}"
+            )
+            master_drains += held_master
+            await writes.more(20)
     assert master_drains >= 1
     assert len(events(c, "SwitchoverStarted")) == master_drains
     assert events(c, "FailoverCompleted") == []

@@ -7,7 +7,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -17,6 +17,8 @@ from pyctrl.testing import eventually
 from tests.operator.conftest import (
     Cluster,
     OperatorFactory,
+    Pods,
+    PodSampler,
     RunningOperator,
     lost_writes,
     true,
@@ -76,12 +78,15 @@ def op_metric(metric: str, **labels: str) -> float | None:
     return registry.get_sample_value(metric, labels)
 
 
-async def _masters_never_two(c: Cluster, violations: list[dict[str, str]], stop: asyncio.Event) -> None:
-    while not stop.is_set():
-        roles = await c.roles()
+def masters_never_two(c: Cluster, violations: list[dict[str, str]]) -> Callable[[Pods], Awaitable[None]]:
+    """A PodSampler fold: keeps every reading of the roles with more than one master."""
+
+    async def fold(pods: Pods) -> None:
+        roles = await c.roles(pods)
         if list(roles.values()).count("master") > 1:
             violations.append(roles)
-        await asyncio.sleep(0.1)  # poll interval of the sampler
+
+    return fold
 
 
 async def test_a_crashed_master_fails_over_without_losing_acknowledged_writes(
@@ -112,19 +117,19 @@ async def test_a_crashed_master_fails_over_without_losing_acknowledged_writes(
     )
     took = served_by_new_master()[0] - crashed_at
     violations: list[dict[str, str]] = []
-    watcher = asyncio.create_task(_masters_never_two(c, violations, stop))
-    await eventually(
-        lambda: c.ready(3),
-        within=90,
-        what="Running again with the old master back as a replica",
-        interval=0.2,
-    )
-    n = len(acked)
-    await eventually(
-        lambda: true(len(acked) > n + 20), within=30, what="more writes on the new master", interval=0.2
-    )
+    async with PodSampler(c, masters_never_two(c, violations)):
+        await eventually(
+            lambda: c.ready(3),
+            within=90,
+            what="Running again with the old master back as a replica",
+            interval=0.2,
+        )
+        n = len(acked)
+        await eventually(
+            lambda: true(len(acked) > n + 20), within=30, what="more writes on the new master", interval=0.2
+        )
     stop.set()
-    await asyncio.gather(writer, watcher)
+    await writer
     new = c.status()["currentMaster"]
     assert new != old_master
     assert c.status()["masterEpoch"] == epoch + 1

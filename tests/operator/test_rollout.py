@@ -8,7 +8,6 @@ A run-time ``redisConfig`` setting is applied with ``CONFIG SET`` and restarts n
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -18,7 +17,7 @@ import pytest
 from pyctrl.envtest._http import ApiError
 from pyctrl.envtest.node.provisioner import PROVISIONER_NAME
 from pyctrl.testing import eventually
-from tests.operator.conftest import Cluster, RunningOperator, lost_writes, true
+from tests.operator.conftest import Cluster, Pods, PodSampler, RunningOperator, lost_writes, true
 from tests.operator.test_nodes import Writes, events, kubectl, longest_pause
 
 pytestmark = pytest.mark.controlplane
@@ -54,26 +53,17 @@ async def _rolled(c: Cluster, old_revision: str) -> bool:
     )
 
 
-class RestartOrder:
-    """Polls the pods and keeps the order in which each first runs the update revision."""
+def restart_order(c: Cluster, old_revision: str, order: list[str]) -> Callable[[Pods], None]:
+    """A PodSampler fold: appends each pod the first time it runs the update revision."""
 
-    def __init__(self, c: Cluster, old_revision: str) -> None:
-        self.c, self.old, self.order = c, old_revision, list[str]()
-        self.stop = asyncio.Event()
-        self.task = asyncio.create_task(self._poll())
+    def fold(pods: Pods) -> None:
+        update = _update_revision(c)
+        if update not in (None, old_revision):
+            for name, p in sorted(pods.items()):
+                if p["metadata"]["labels"].get(REVISION) == update and name not in order:
+                    order.append(name)
 
-    async def _poll(self) -> None:
-        while not self.stop.is_set():
-            update = _update_revision(self.c)
-            if update not in (None, self.old):
-                for name, p in sorted(self.c.pods().items()):
-                    if p["metadata"]["labels"].get(REVISION) == update and name not in self.order:
-                        self.order.append(name)
-            await asyncio.sleep(0.1)  # polling interval
-
-    async def close(self) -> None:
-        self.stop.set()
-        await self.task
+    return fold
 
 
 async def test_an_image_change_restarts_replicas_first_then_hands_the_master_over_once(
@@ -101,20 +91,17 @@ async def test_an_image_change_restarts_replicas_first_then_hands_the_master_ove
     switchovers_before = len(events(c, "SwitchoverStarted"))
     uids = {name: p["metadata"]["uid"] for name, p in c.pods().items()}
 
-    order = RestartOrder(c, old_revision)
-    try:
-        async with Writes(c) as writes:
-            _merge(c, {"image": "redis:7.2.4"})
-            await eventually(lambda: _rolled(c, old_revision), within=180, what="the rollout to complete")
-            await writes.more(20)
-    finally:
-        await order.close()
+    order: list[str] = []
+    async with PodSampler(c, restart_order(c, old_revision, order)), Writes(c) as writes:
+        _merge(c, {"image": "redis:7.2.4"})
+        await eventually(lambda: _rolled(c, old_revision), within=180, what="the rollout to complete")
+        await writes.more(20)
     replicas = sorted(set(uids) - {master}, key=lambda p: -int(p.rsplit("-", 1)[1]))
     story = [
         (e["reason"], e["message"])
         for e in c.envtest.http.get(f"/api/v1/namespaces/{c.namespace}/events")["items"]
     ]
-    assert order.order == [*replicas, master], "\n".join(map(str, story))
+    assert order == [*replicas, master], "\n".join(map(str, story))
     pods = c.pods()
     assert all(pods[p]["metadata"]["uid"] != uids[p] for p in uids), "every pod was restarted once"
     assert {p["spec"]["containers"][0]["image"] for p in pods.values()} == {"redis:7.2.4"}

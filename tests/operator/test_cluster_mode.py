@@ -5,14 +5,18 @@ operator as a user holding only the generated ClusterRole; checked with Redis's 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import logging
 import os
 import re
 import signal
 import subprocess
 import sys
+import time
 from asyncio.subprocess import PIPE, STDOUT
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +26,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from examples.rediscluster.api import RedisCluster as RedisClusterKind
 from pyctrl import Request
+from pyctrl.log import TextFormatter
 from pyctrl.metrics import registry
 from pyctrl.testing import assert_idempotent, eventually
 from tests.operator.conftest import Cluster, RunningOperator
@@ -51,15 +56,97 @@ def assert_check_clean(report: str, masters: int) -> None:
     assert max(counts) - min(counts) <= 1, report
 
 
-async def cluster_ready(c: Cluster, shards: int, replicas_per_shard: int = 1) -> bool:
+@dataclass(frozen=True)
+class Readiness:
+    """:func:`cluster_ready`'s answer: truthy when ready; otherwise its repr (what ``eventually``
+    reports as ``last`` on a timeout) names every check that failed and the status around it."""
+
+    missing: tuple[str, ...]
+    context: str = ""
+
+    def __bool__(self) -> bool:
+        return not self.missing
+
+    def __repr__(self) -> str:
+        if not self.missing:
+            return "ready"
+        return f"not ready: {'; '.join(self.missing)} ({self.context})"
+
+
+async def cluster_ready(c: Cluster, shards: int, replicas_per_shard: int = 1) -> Readiness:
     s = c.status()
-    return (
-        s.get("phase") == "Running"
-        and s.get("clusterState") == "ok"
-        and s.get("slotsOk") == 16384
-        and len(s.get("shards") or []) == shards
-        and s.get("readyReplicas") == shards * (1 + replicas_per_shard)
+    want_pods = shards * (1 + replicas_per_shard)
+    checks = [
+        (s.get("phase") == "Running", f"phase {s.get('phase')!r}"),
+        (s.get("clusterState") == "ok", f"clusterState {s.get('clusterState')!r}"),
+        (s.get("slotsOk") == 16384, f"slotsOk {s.get('slotsOk')}"),
+        (len(s.get("shards") or []) == shards, f"{len(s.get('shards') or [])} shards, want {shards}"),
+        (s.get("readyReplicas") == want_pods, f"readyReplicas {s.get('readyReplicas')}/{want_pods}"),
+    ]
+    conds = {cond["type"]: cond for cond in s.get("conditions") or []}
+    context = ", ".join(
+        [
+            f"slotCounts {[sh.get('slotCount') for sh in s.get('shards') or []]}",
+            f"not ready shards {[sh.get('index') for sh in s.get('shards') or [] if not sh.get('ready')]}",
+            f"slotsToMove {s.get('slotsToMove')}",
+            f"observedGeneration {s.get('observedGeneration')}",
+            *(
+                f"{t} {cond.get('status')} {cond.get('reason')}: {cond.get('message')}"
+                for t, cond in conds.items()
+                if t in ("Ready", "Resharding", "Progressing")
+            ),
+        ]
     )
+    return Readiness(tuple(what for ok, what in checks if not ok), context)
+
+
+class RecentLog(logging.Handler):
+    """The last ``size`` log lines (INFO and up) of the in-process operator, for timeout reports."""
+
+    def __init__(self, size: int = 150) -> None:
+        super().__init__(logging.INFO)
+        self.lines: collections.deque[str] = collections.deque(maxlen=size)
+        self.setFormatter(TextFormatter())
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(self.format(record))
+
+
+@pytest.fixture
+def recent_log() -> Iterator[RecentLog]:
+    handler = RecentLog()
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(min(level, logging.INFO))
+    try:
+        yield handler
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+
+
+async def wait_ready(
+    c: Cluster, shards: int, replicas_per_shard: int, *, within: float, what: str, log: RecentLog
+) -> None:
+    """``eventually(cluster_ready)``; on a timeout the failure also carries the cluster's Events
+    and the operator's recent log lines."""
+    try:
+        await eventually(
+            lambda: cluster_ready(c, shards, replicas_per_shard), within=within, what=what, interval=0.5
+        )
+    except AssertionError as exc:
+        events = c.envtest.http.get(f"/api/v1/namespaces/{c.namespace}/events")["items"]
+        events.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+        lines = [
+            f"{e.get('lastTimestamp')} {e['reason']} x{e.get('count', 1)}: {e['message']}" for e in events
+        ]
+        raise AssertionError(
+            f"{exc}\n--- Events of {c.namespace}:\n"
+            + "\n".join(lines[-40:])
+            + "\n--- operator log (last lines):\n"
+            + "\n".join(log.lines)
+        ) from None
 
 
 async def cluster_info(ip: str) -> dict[str, str]:
@@ -330,7 +417,7 @@ async def all_seeds_readable(ip: str, n: int) -> list[int]:
 # 5-9 minutes (300 s timeouts twice, 595 s when allowed 600), alone it takes a fraction of that
 @pytest.mark.timeout(600)
 async def test_resharding_3_to_4_to_3_shards_under_writes_loses_nothing_and_balances(
-    operator: RunningOperator, cluster_factory: Callable[[str], Cluster]
+    operator: RunningOperator, cluster_factory: Callable[[str], Cluster], recent_log: RecentLog
 ) -> None:
     c = cluster_factory("rs")
     c.create(mode="cluster", shards=3, replicasPerShard=1, downAfterMilliseconds=2000)
@@ -340,13 +427,17 @@ async def test_resharding_3_to_4_to_3_shards_under_writes_loses_nothing_and_bala
     writer = Writer(seed_ip).start()
     try:
         await writer.more(30)
+        started = time.monotonic()
         set_shards(c, 4)
-        await eventually(lambda: cluster_ready(c, 4), within=240, what="4 balanced shards", interval=0.5)
+        await wait_ready(c, 4, 1, within=240, what="4 balanced shards", log=recent_log)
+        took = [time.monotonic() - started]
         assert_check_clean(await cluster_check(c.pod_ip("rs-7")), masters=4)
         assert sorted(s["slotCount"] for s in c.status()["shards"]) == [4096] * 4
         await writer.more(30)
+        started = time.monotonic()
         set_shards(c, 3)
-        await eventually(lambda: cluster_ready(c, 3), within=240, what="3 balanced shards", interval=0.5)
+        await wait_ready(c, 3, 1, within=240, what="3 balanced shards", log=recent_log)
+        took.append(time.monotonic() - started)
         await eventually(
             lambda: _true(len(c.pods()) == 6), within=90, what="the 4th shard's pods gone", interval=0.5
         )
@@ -365,7 +456,10 @@ async def test_resharding_3_to_4_to_3_shards_under_writes_loses_nothing_and_bala
     labels = {"namespace": c.namespace, "name": c.name}
     assert (registry.get_sample_value("rediscluster_keys_migrated_total", labels) or 0) > 0
     assert registry.get_sample_value("rediscluster_slots_to_move", labels) == 0
-    print(f"{len(writer.acked)} acknowledged writes, {writer.errors} client errors during 3 -> 4 -> 3")
+    print(
+        f"{len(writer.acked)} acknowledged writes, {writer.errors} client errors during 3 -> 4 -> 3; "
+        f"4 shards Running {took[0]:.1f} s after the patch, 3 shards {took[1]:.1f} s after"
+    )
 
 
 async def cluster_nodes(ip: str) -> list[str]:
@@ -478,7 +572,7 @@ def conditions(c: Cluster) -> dict[str, dict[str, Any]]:
 
 
 async def test_a_failing_migrate_is_retried_and_reported_and_a_shards_change_meanwhile_waits(
-    operator: RunningOperator, cluster_factory: Callable[[str], Cluster]
+    operator: RunningOperator, cluster_factory: Callable[[str], Cluster], recent_log: RecentLog
 ) -> None:
     c = cluster_factory("mf")
     c.create(mode="cluster", shards=4, replicasPerShard=0, downAfterMilliseconds=2000)
@@ -525,7 +619,7 @@ async def test_a_failing_migrate_is_retried_and_reported_and_a_shards_change_mea
             await client.config_set("maxmemory", "0")
         finally:
             await client.aclose()
-    await eventually(lambda: cluster_ready(c, 3, 0), within=240, what="3 balanced shards", interval=0.5)
+    await wait_ready(c, 3, 0, within=240, what="3 balanced shards", log=recent_log)
     await eventually(
         lambda: _true(len(c.pods()) == 3), within=90, what="the 4th shard's pod gone", interval=0.5
     )
@@ -566,7 +660,7 @@ async def test_every_pod_deleted_at_once_with_persistence_reforms_at_the_new_ips
     selector = f"app.kubernetes.io/instance%3D{c.name}"
     c.envtest.http.request("DELETE", f"/api/v1/namespaces/{c.namespace}/pods?labelSelector={selector}")
 
-    async def reformed() -> bool:
+    async def reformed() -> bool | Readiness:
         pods = c.pods()
         if len(pods) != 3 or any(
             not p.get("status", {}).get("podIP") or p["status"]["podIP"] == old.get(n)

@@ -14,7 +14,13 @@ import pytest
 
 from pyctrl.testing import eventually
 from tests.operator.conftest import Cluster, Pods, PodSampler, RunningOperator
-from tests.operator.test_cluster_mode import Writer, assert_check_clean, cluster_check, cluster_ready
+from tests.operator.test_cluster_mode import (
+    Readiness,
+    Writer,
+    assert_check_clean,
+    cluster_check,
+    cluster_ready,
+)
 from tests.operator.test_nodes import events
 
 pytestmark = pytest.mark.controlplane
@@ -52,7 +58,7 @@ class Watch:
                 self.order.append(n)
 
 
-async def _rolled(c: Cluster, old_revision: str) -> bool:
+async def _rolled(c: Cluster, old_revision: str) -> bool | Readiness:
     s = c.status()
     progressing: dict[str, Any] = next((x for x in s.get("conditions", []) if x["type"] == "Progressing"), {})
     return (

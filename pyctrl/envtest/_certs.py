@@ -1,16 +1,18 @@
 """Certificates for the local control plane (controller-runtime ``pkg/internal/testing/certs``).
 
-One self-signed CA signs: the apiserver serving certificate (SANs 127.0.0.1, localhost and the
-in-cluster service names), client certificates (CN = user, O = groups), and a separate RSA key
-pair signs service-account tokens. Everything is written as PEM files under ``pki/``; existing
-files are reused so a restarted control plane keeps trusting earlier kubeconfigs.
-"""
+``TinyCA`` is an in-memory self-signed CA issuing ``CertPair``s; tests use it for the TLS material
+of their Secrets. ``Pki`` keeps one on disk for a control plane and signs with it: the apiserver
+serving certificate (SANs 127.0.0.1, localhost and the in-cluster service names), client
+certificates (CN = user, O = groups); a separate RSA key pair signs service-account tokens.
+Everything is written as PEM files under ``pki/``; existing files are reused so a restarted
+control plane keeps trusting earlier kubeconfigs."""
 
 from __future__ import annotations
 
 import datetime
 import hashlib
 import ipaddress
+from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
@@ -18,20 +20,132 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-__all__ = ["Pki"]
+__all__ = ["CertPair", "Pki", "TinyCA"]
 
 _VALIDITY = datetime.timedelta(days=365)
+_BOTH = (ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH)
+
+
+def _pem_key(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 def _write_key(path: Path, key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> None:
-    path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
+    path.write_bytes(_pem_key(key))
     path.chmod(0o600)
+
+
+def _sans(hosts: tuple[str, ...]) -> list[x509.GeneralName]:
+    sans: list[x509.GeneralName] = []
+    for host in hosts:
+        try:
+            sans.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            sans.append(x509.DNSName(host))
+    return sans
+
+
+@dataclass(frozen=True)
+class CertPair:
+    """A certificate and its private key (``certs.CertPair``)."""
+
+    cert: x509.Certificate
+    key: ec.EllipticCurvePrivateKey
+
+    @property
+    def cert_pem(self) -> bytes:
+        return self.cert.public_bytes(serialization.Encoding.PEM)
+
+    @property
+    def key_pem(self) -> bytes:
+        return _pem_key(self.key)
+
+    @property
+    def serial(self) -> int:
+        return int(self.cert.serial_number)
+
+
+class TinyCA:
+    """An in-memory self-signed CA (``certs.TinyCA``) issuing EC P-256 certificates."""
+
+    def __init__(self, name: str = "pyctrl-envtest-ca", *, pair: CertPair | None = None) -> None:
+        self.ca = pair or _self_signed(name)
+
+    @classmethod
+    def load(cls, cert_path: Path, key_path: Path) -> TinyCA:
+        """The CA whose PEM files are ``cert_path`` and ``key_path``."""
+        key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
+        if not isinstance(key, ec.EllipticCurvePrivateKey):
+            raise TypeError(f"{key_path} is not an EC key")
+        return cls(pair=CertPair(x509.load_pem_x509_certificate(cert_path.read_bytes()), key))
+
+    @property
+    def pem(self) -> bytes:
+        """The CA certificate, PEM."""
+        return self.ca.cert_pem
+
+    def issue(
+        self,
+        common_name: str,
+        *,
+        organizations: tuple[str, ...] = (),
+        hosts: tuple[str, ...] = (),
+        usages: tuple[x509.ObjectIdentifier, ...] = _BOTH,
+    ) -> CertPair:
+        """A leaf certificate for ``common_name`` (O = ``organizations``, SANs = ``hosts``: IPs or
+        DNS names) good for ``usages`` (server and client authentication unless told)."""
+        key = ec.generate_private_key(ec.SECP256R1())
+        attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
+        attrs += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
+        now = datetime.datetime.now(datetime.UTC)
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name(attrs))
+            .issuer_name(self.ca.cert.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + _VALIDITY)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage(list(usages)), critical=False)
+        )
+        if hosts:
+            builder = builder.add_extension(x509.SubjectAlternativeName(_sans(hosts)), critical=False)
+        return CertPair(builder.sign(self.ca.key, hashes.SHA256()), key)
+
+
+def _self_signed(name: str) -> CertPair:
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + _VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    return CertPair(cert, key)
 
 
 class Pki:
@@ -47,47 +161,20 @@ class Pki:
         """Create the CA, serving certificate and service-account keys unless present."""
         self.directory.mkdir(parents=True, exist_ok=True)
         if not (self.ca_cert.exists() and self.ca_key.exists()):
-            key = ec.generate_private_key(ec.SECP256R1())
-            name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "pyctrl-envtest-ca")])
-            now = datetime.datetime.now(datetime.UTC)
-            cert = (
-                x509.CertificateBuilder()
-                .subject_name(name)
-                .issuer_name(name)
-                .public_key(key.public_key())
-                .serial_number(x509.random_serial_number())
-                .not_valid_before(now - datetime.timedelta(minutes=5))
-                .not_valid_after(now + _VALIDITY)
-                .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-                .add_extension(
-                    x509.KeyUsage(
-                        digital_signature=True,
-                        key_cert_sign=True,
-                        crl_sign=True,
-                        content_commitment=False,
-                        key_encipherment=False,
-                        data_encipherment=False,
-                        key_agreement=False,
-                        encipher_only=False,
-                        decipher_only=False,
-                    ),
-                    critical=True,
-                )
-                .sign(key, hashes.SHA256())
-            )
-            _write_key(self.ca_key, key)
-            self.ca_cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+            ca = TinyCA().ca
+            _write_key(self.ca_key, ca.key)
+            self.ca_cert.write_bytes(ca.cert_pem)
         if not (self.serving_cert.exists() and self.serving_key.exists()):
-            sans: list[x509.GeneralName] = [
-                x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                x509.IPAddress(ipaddress.ip_address("127.255.0.1")),  # the kubernetes Service (SERVICE_CIDR)
-                x509.DNSName("localhost"),
-                x509.DNSName("kubernetes"),
-                x509.DNSName("kubernetes.default"),
-                x509.DNSName("kubernetes.default.svc"),
-                x509.DNSName("kubernetes.default.svc.cluster.local"),
-            ]
-            self._issue(self.serving_cert, self.serving_key, "kube-apiserver", (), sans, server=True)
+            hosts = (
+                "127.0.0.1",
+                "127.255.0.1",  # the kubernetes Service (SERVICE_CIDR)
+                "localhost",
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                "kubernetes.default.svc.cluster.local",
+            )
+            self._issue(self.serving_cert, self.serving_key, "kube-apiserver", (), hosts, server=True)
         if not (self.sa_key.exists() and self.sa_pub.exists()):
             sa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
             _write_key(self.sa_key, sa)
@@ -104,7 +191,7 @@ class Pki:
             stem += "-" + hashlib.sha256("\n".join(groups).encode()).hexdigest()[:8]
         cert, key = self.directory / f"{stem}.crt", self.directory / f"{stem}.key"
         if not (cert.exists() and key.exists()):
-            self._issue(cert, key, user, groups, [], server=False)
+            self._issue(cert, key, user, groups, (), server=False)
         return cert, key
 
     def issue_serving_cert(
@@ -112,13 +199,7 @@ class Pki:
     ) -> None:
         """Write ``tls.crt``/``tls.key`` for ``hosts`` (IPs or DNS names), signed by this CA."""
         directory.mkdir(parents=True, exist_ok=True)
-        sans: list[x509.GeneralName] = []
-        for host in hosts:
-            try:
-                sans.append(x509.IPAddress(ipaddress.ip_address(host)))
-            except ValueError:
-                sans.append(x509.DNSName(host))
-        self._issue(directory / "tls.crt", directory / "tls.key", hosts[0], (), sans, server=True)
+        self._issue(directory / "tls.crt", directory / "tls.key", hosts[0], (), hosts, server=True)
 
     def _issue(
         self,
@@ -126,32 +207,13 @@ class Pki:
         key_path: Path,
         common_name: str,
         organizations: tuple[str, ...],
-        sans: list[x509.GeneralName],
+        hosts: tuple[str, ...],
         *,
         server: bool,
     ) -> None:
-        ca_key = serialization.load_pem_private_key(self.ca_key.read_bytes(), password=None)
-        if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
-            raise TypeError(f"{self.ca_key} is not an EC key")
-        ca_cert = x509.load_pem_x509_certificate(self.ca_cert.read_bytes())
-        key = ec.generate_private_key(ec.SECP256R1())
-        attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
-        attrs += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
-        now = datetime.datetime.now(datetime.UTC)
         usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name(attrs))
-            .issuer_name(ca_cert.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + _VALIDITY)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        pair = TinyCA.load(self.ca_cert, self.ca_key).issue(
+            common_name, organizations=organizations, hosts=hosts, usages=(usage,)
         )
-        if sans:
-            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        cert = builder.sign(ca_key, hashes.SHA256())
-        _write_key(key_path, key)
-        cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        _write_key(key_path, pair.key)
+        cert_path.write_bytes(pair.cert_pem)

@@ -105,6 +105,19 @@ class Demo:
         )
         return out.stdout.strip()
 
+    def show_events_and_metrics(self, metrics_port: int) -> None:
+        """The RedisClusters' Events, then the operator's rediscluster_* metrics."""
+        events = self.kubectl("get", "events", "--field-selector", "involvedObject.kind=RedisCluster")
+        print(events, flush=True)
+        say(f"the operator's metrics (http://127.0.0.1:{metrics_port}/metrics):")
+        print(operator_metrics(metrics_port), flush=True)
+
+    def keep_running(self, op: subprocess.Popen[bytes]) -> None:
+        """``--keep``: wait for Ctrl-C (or the operator's exit), saying how to reach the cluster."""
+        say(f"kept running; export KUBECONFIG={self.env.kubeconfig_path}; Ctrl-C stops everything")
+        with contextlib.suppress(KeyboardInterrupt):
+            op.wait()
+
 
 @contextlib.contextmanager
 def operator_process(env: Environment, log_path: Path, metrics: int = 0) -> Iterator[subprocess.Popen[bytes]]:
@@ -194,16 +207,9 @@ def run(keep: bool, nodes: int = 1, lose_node: bool = False) -> int:
             demo.show()
             value = demo.redis_cli(demo.pod_ip(new), "GET", "greeting")
             say(f"greeting on the new master: {value!r}")
-            print(
-                demo.kubectl("get", "events", "--field-selector", "involvedObject.kind=RedisCluster"),
-                flush=True,
-            )
-            say(f"the operator's metrics (http://127.0.0.1:{metrics_port}/metrics):")
-            print(operator_metrics(metrics_port), flush=True)
+            demo.show_events_and_metrics(metrics_port)
             if keep:
-                say(f"kept running; export KUBECONFIG={env.kubeconfig_path}; Ctrl-C stops everything")
-                with contextlib.suppress(KeyboardInterrupt):
-                    op.wait()
+                demo.keep_running(op)
             if op.poll() is not None and not keep:
                 say(f"the operator exited early with code {op.returncode}; see {log_path}")
                 return 1

@@ -9,7 +9,6 @@ stopped on exit, on Ctrl-C and on failure (``--keep``: left running until Ctrl-C
 
 from __future__ import annotations
 
-import contextlib
 import json
 import tempfile
 from pathlib import Path
@@ -123,9 +122,7 @@ def run_backup_demo(keep: bool) -> int:
             say(f"order:3 on the restored cluster: {demo.redis_cli(new_ip, 'GET', 'order:3')!r}")
             print(demo.kubectl("get", "rdc", "-o", "wide"), flush=True)
             if keep:
-                say(f"kept running; export KUBECONFIG={env.kubeconfig_path}; Ctrl-C stops everything")
-                with contextlib.suppress(KeyboardInterrupt):
-                    op.wait()
+                demo.keep_running(op)
         say("stopping the operator, the store and the control plane")
     say("done: every process stopped")
     return 0

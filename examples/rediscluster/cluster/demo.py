@@ -4,11 +4,10 @@ stopped on exit, on Ctrl-C and on failure (the control plane and operator of ``d
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 
-from examples.rediscluster.demo import ROOT, Demo, operator_metrics, operator_process, say
+from examples.rediscluster.demo import ROOT, Demo, operator_process, say
 from pyctrl.envtest import Environment
 from pyctrl.envtest._process import free_port
 
@@ -92,16 +91,9 @@ def run_cluster(keep: bool) -> int:
             _show(demo)
             missing = [i for i in range(200) if demo.redis_cli(ip, "-c", "GET", f"key{i}") != str(i)]
             say(f"keys readable after resharding and failover: {200 - len(missing)}/200")
-            print(
-                demo.kubectl("get", "events", "--field-selector", "involvedObject.kind=RedisCluster"),
-                flush=True,
-            )
-            say(f"the operator's metrics (http://127.0.0.1:{metrics_port}/metrics):")
-            print(operator_metrics(metrics_port), flush=True)
+            demo.show_events_and_metrics(metrics_port)
             if keep:
-                say(f"kept running; export KUBECONFIG={env.kubeconfig_path}; Ctrl-C stops everything")
-                with contextlib.suppress(KeyboardInterrupt):
-                    op.wait()
+                demo.keep_running(op)
         say("stopping the operator and the control plane")
     say("done: every process stopped")
     return 0

@@ -35,7 +35,8 @@ the pod patch for labels, ``cluster.mover`` for slot moves in the background). M
    shard has a master, :class:`MoveSlots` until each shard holds 16384/N ± 1.
 
 Role and shard labels follow what Redis reports. Same observations, same plan; a converged cluster
-gives an empty plan.
+gives an empty plan. The vocabulary (:class:`Member`, the actions, :class:`Plan`) is in
+``cluster.plan_types``, re-exported here.
 """
 
 from __future__ import annotations
@@ -43,7 +44,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from examples.rediscluster.cluster.nodes import NodeFacts
+from examples.rediscluster.cluster.plan_types import (
+    SHARD_LABEL,
+    Action,
+    AddSlots,
+    Forget,
+    Meet,
+    Member,
+    MoveSlots,
+    Plan,
+    Replicate,
+    Reset,
+    SetLabels,
+    Takeover,
+    Wait,
+)
 from examples.rediscluster.cluster.slots import SLOTS, even_layout, pods_for, rebalance, shard_of
 
 __all__ = [
@@ -62,119 +77,6 @@ __all__ = [
     "Wait",
     "plan",
 ]
-
-SHARD_LABEL = "redis.pyctrl.dev/shard"
-
-
-@dataclass(frozen=True, slots=True)
-class Member:
-    """One pod of the cluster: Kubernetes facts plus its node's answer (None: no valid reply)."""
-
-    pod: str
-    ordinal: int
-    ip: str | None
-    port: int = 6379
-    pod_ready: bool = False
-    role_label: str | None = None
-    shard_label: str | None = None
-    facts: NodeFacts | None = None
-
-    @property
-    def reachable(self) -> bool:
-        return self.facts is not None and self.ip is not None and not self.facts.loading
-
-    @property
-    def node_id(self) -> str | None:
-        return self.facts.node_id if self.facts is not None else None
-
-    @property
-    def slots(self) -> frozenset[int]:
-        """Slots this node itself claims (its ``myself`` line)."""
-        return self.facts.me.slots if self.facts is not None else frozenset()
-
-    @property
-    def is_master(self) -> bool:
-        return self.facts is not None and self.facts.me.is_master
-
-
-# Actions, carried out in order; the executor stops at the first failure and requeues.
-@dataclass(frozen=True, slots=True)
-class Meet:
-    pod: str  # the node that sends CLUSTER MEET
-    ip: str
-    port: int
-
-
-@dataclass(frozen=True, slots=True)
-class AddSlots:
-    pod: str
-    slots: tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Replicate:
-    pod: str
-    master_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class Takeover:
-    """``CLUSTER FAILOVER TAKEOVER`` on replica ``pod``: its master ``dead_id`` is provably gone."""
-
-    pod: str
-    dead_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class Reset:
-    """``CLUSTER RESET SOFT`` on fenced replica ``pod``: it becomes an empty master (rule 4c)."""
-
-    pod: str
-
-
-@dataclass(frozen=True, slots=True)
-class Forget:
-    pod: str
-    node_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class MoveSlots:
-    """Move ``slots`` from pod ``source`` to pod ``target`` (background, ``cluster.mover``)."""
-
-    source: str
-    target: str
-    slots: tuple[int, ...]
-    repair: bool = False  # finishing slots left open by a crash
-
-
-@dataclass(frozen=True, slots=True)
-class SetLabels:
-    pod: str
-    role: str
-    shard: int
-
-
-@dataclass(frozen=True, slots=True)
-class Wait:
-    reason: str
-
-
-Action = Meet | AddSlots | Replicate | Takeover | Reset | Forget | MoveSlots | SetLabels | Wait
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    actions: tuple[Action, ...]
-    statefulset_replicas: int
-
-    @property
-    def converged(self) -> bool:
-        return not self.actions
-
-    @property
-    def moves(self) -> tuple[MoveSlots, ...]:
-        return tuple(a for a in self.actions if isinstance(a, MoveSlots))
 
 
 @dataclass

@@ -2,7 +2,8 @@
 
 Mirrors client-go ``rest.Config`` plus controller-runtime ``pkg/client/config.GetConfig``.
 kubernetes-asyncio's loaders do the parsing and credential work (kubeconfig merging, exec and
-auth-provider plugins, in-cluster service account); pyctrl only reads the result.
+auth-provider plugins, in-cluster service account); pyctrl only reads the result. They are imported
+on the first load, without kubernetes-asyncio's generated API client (:mod:`pyctrl.client._kubeloader`).
 
 Guarantees:
 
@@ -27,11 +28,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import yaml
-from kubernetes_asyncio.client import Configuration
-from kubernetes_asyncio.config import ConfigException
-from kubernetes_asyncio.config import incluster_config as _incluster
-from kubernetes_asyncio.config import kube_config as _kube
 
+from pyctrl.client._kubeloader import loaders
 from pyctrl.client.errors import ConfigError
 
 __all__ = ["Config", "load_config", "load_incluster_config", "load_kubeconfig"]
@@ -178,20 +176,21 @@ async def load_kubeconfig(
     ``context`` selects a context other than ``current-context``.
     """
     paths = _kubeconfig_paths(path)
-    conf = Configuration()
+    ka = loaders()
+    conf = ka.Configuration()
     try:
-        merger = _kube.KubeConfigMerger(paths)
+        merger = ka.kube_config.KubeConfigMerger(paths)
         if merger.config is None or not isinstance(merger.config.value, dict):
             raise ConfigError(f"kubeconfig {paths} is empty or not a mapping")
         if context is None and not merger.config.value.get("current-context"):
             raise ConfigError(f"kubeconfig {paths} has no current-context and no context was given")
-        loader = _kube.KubeConfigLoader(
+        loader = ka.kube_config.KubeConfigLoader(
             config_dict=merger.config, config_base_path=None, active_context=context
         )
         await loader.load_and_set(conf)
     except ConfigError:
         raise
-    except ConfigException as exc:
+    except ka.ConfigException as exc:
         raise ConfigError(f"kubeconfig {paths}: {exc}") from exc
     except (AssertionError, KeyError, TypeError, AttributeError, ValueError, OSError) as exc:
         what = f"context {context!r}" if context else "the current context"
@@ -205,24 +204,28 @@ async def load_kubeconfig(
 
 async def load_incluster_config(
     *,
-    token_file: str = _incluster.SERVICE_TOKEN_FILENAME,
-    ca_file: str = _incluster.SERVICE_CERT_FILENAME,
+    token_file: str | None = None,
+    ca_file: str | None = None,
     environ: dict[str, str] | None = None,
 ) -> Config:
     """Use the pod's service account (``KUBERNETES_SERVICE_HOST``/``_PORT`` and the mounted token).
 
-    The token file is re-read at most once a minute, so a rotated token is picked up.
+    ``token_file`` and ``ca_file`` default to the service-account mount
+    (``/var/run/secrets/kubernetes.io/serviceaccount/token`` and ``ca.crt``). The token file is
+    re-read at most once a minute, so a rotated token is picked up.
     """
-    conf = Configuration()
-    loader = _incluster.InClusterConfigLoader(
-        token_filename=token_file,
-        cert_filename=ca_file,
+    ka = loaders()
+    incluster = ka.incluster_config
+    conf = ka.Configuration()
+    loader = incluster.InClusterConfigLoader(
+        token_filename=incluster.SERVICE_TOKEN_FILENAME if token_file is None else token_file,
+        cert_filename=incluster.SERVICE_CERT_FILENAME if ca_file is None else ca_file,
         try_refresh_token=True,
         environ=os.environ if environ is None else environ,
     )
     try:
         loader.load_and_set(conf)
-    except ConfigException as exc:
+    except ka.ConfigException as exc:
         raise ConfigError(f"not running in a cluster: {exc}") from exc
     except OSError as exc:
         raise ConfigError(f"in-cluster configuration: {exc}") from exc

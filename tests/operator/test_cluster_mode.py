@@ -413,8 +413,9 @@ async def all_seeds_readable(ip: str, n: int) -> list[int]:
         await client.aclose()
 
 
-# two full reshards (4096 slots each way) under writes: on this 2-core machine at load ~19 it ran
-# 5-9 minutes (300 s timeouts twice, 595 s when allowed 600), alone it takes a fraction of that
+# two full reshards (4096 slots each way) under writes. Moving one slot per round trip, each phase
+# took 220-245 s at load ~12 on this 2-core machine (the final CI run timed out at 240 s); with a
+# group of 64 slots per round trip (cluster.mover) 18 s and 14 s at load ~15, the test 53 s
 @pytest.mark.timeout(600)
 async def test_resharding_3_to_4_to_3_shards_under_writes_loses_nothing_and_balances(
     operator: RunningOperator, cluster_factory: Callable[[str], Cluster], recent_log: RecentLog
@@ -512,8 +513,9 @@ async def test_an_operator_sigkilled_mid_resharding_repairs_the_open_slots_and_c
         async def stopped_mid_slot() -> bool:
             """SIGSTOP the operator; keep it stopped if a slot is open in Redis, else resume it.
 
-            The mover goes from slot to slot without pause, so a stop almost always lands inside
-            a slot's move; a stopped operator sends nothing, so what Redis shows stays put."""
+            The mover goes from group to group of slots without pause, so a stop almost always
+            lands inside a group's move; a stopped operator sends nothing, so what Redis shows
+            stays put."""
             procs[0].send_signal(signal.SIGSTOP)
             if await open_slots(c):
                 return True

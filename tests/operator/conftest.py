@@ -179,6 +179,14 @@ class Cluster:
     async def info(self, pod: str) -> dict[str, Any]:
         return await _replication_info(_redis_at(self.pod_ip(pod)))
 
+    async def create_ready(self, replicas: int, *, within: float = 120, **spec: Any) -> dict[str, Any]:
+        """Create this RedisCluster (``replicas`` and ``spec``), wait until it is Running with every
+        replica ready, and return its status."""
+        self.create(replicas=replicas, **spec)
+        what = f"{self.name} Running with {replicas} ready replicas"
+        await eventually(lambda: self.ready(replicas), within=within, what=what, interval=0.2)
+        return self.status()
+
     async def ready(self, replicas: int) -> bool:
         s = self.status()
         return s.get("phase") == "Running" and s.get("readyReplicas") == replicas

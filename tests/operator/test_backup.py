@@ -3,6 +3,7 @@ on the local node, from real redis-server pods into a real S3 store (versitygw) 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
@@ -139,8 +140,7 @@ QUIET_DOWN_AFTER_MS = 10_000
 
 
 async def running_cluster(c: Cluster, replicas: int = 2) -> str:
-    c.create(replicas=replicas, downAfterMilliseconds=QUIET_DOWN_AFTER_MS)
-    await eventually(lambda: c.ready(replicas), within=120, what="Running", interval=0.2)
+    await c.create_ready(replicas, downAfterMilliseconds=QUIET_DOWN_AFTER_MS)
     return str(c.status()["currentMaster"])
 
 
@@ -387,11 +387,9 @@ async def test_a_schedule_keeps_the_newest_backups_in_the_store_and_as_objects(
     create_s3_secret(envtest, namespace, object_store.access_key, object_store.secret_key)
     c = cluster_factory("sched")
     # every 15 s (croniter's seconds field) instead of every minute: four runs in about a minute
-    c.create(
-        replicas=1,
-        backup={"schedule": "* * * * * */15", "keep": 2, "destination": s3_destination(object_store)},
+    await c.create_ready(
+        1, backup={"schedule": "* * * * * */15", "keep": 2, "destination": s3_destination(object_store)}
     )
-    await eventually(lambda: c.ready(1), within=120, what="Running", interval=0.2)
     b = Backups(envtest, namespace)
     seen: set[str] = set()
 
@@ -423,12 +421,12 @@ async def test_deleting_a_cluster_takes_a_final_backup_and_a_failing_one_holds_u
 ) -> None:
     create_s3_secret(envtest, namespace, object_store.access_key, object_store.secret_key)
     good = cluster_factory("good")
-    good.create(replicas=1, backup={"onDelete": True, "destination": s3_destination(object_store)})
     down = cluster_factory("down")
     unreachable = s3_destination(object_store, endpoint="http://127.0.0.1:9")
-    down.create(replicas=1, backup={"onDelete": True, "destination": unreachable})
-    await eventually(lambda: good.ready(1), within=120, what="good Running", interval=0.2)
-    await eventually(lambda: down.ready(1), within=120, what="down Running", interval=0.2)
+    await asyncio.gather(
+        good.create_ready(1, backup={"onDelete": True, "destination": s3_destination(object_store)}),
+        down.create_ready(1, backup={"onDelete": True, "destination": unreachable}),
+    )
     client = await good.redis(str(good.status()["currentMaster"]))
     await load_keys(client, 1000)
     await client.aclose()
@@ -504,8 +502,9 @@ def operator_subprocess(kubeconfig: Path, namespace: str, log: Path) -> subproce
 async def slow_backup(c: Cluster, store: ObjectStore, keys: int) -> Backups:
     """A running 1-replica cluster ``c`` holding ``keys`` keys whose snapshot takes 100 µs a key,
     and the RedisBackup of the same name to S3: its Job runs for seconds."""
-    c.create(replicas=1, downAfterMilliseconds=QUIET_DOWN_AFTER_MS, redisConfig={"rdb-key-save-delay": "100"})
-    await eventually(lambda: c.ready(1), within=120, what="Running", interval=0.2)
+    await c.create_ready(
+        1, downAfterMilliseconds=QUIET_DOWN_AFTER_MS, redisConfig={"rdb-key-save-delay": "100"}
+    )
     client = await c.redis(str(c.status()["currentMaster"]))
     await load_keys(client, keys)
     await client.aclose()

@@ -114,8 +114,7 @@ async def test_a_lost_node_fails_the_master_over_and_its_pod_returns_or_is_recre
 ) -> None:
     await start_operator()
     c = cluster_factory("lost")
-    c.create(replicas=3, downAfterMilliseconds=2000)
-    await eventually(lambda: c.ready(3), within=120, what="Running with 3 ready replicas", interval=0.2)
+    await c.create_ready(3, downAfterMilliseconds=2000)
     placement = nodes_of(c)
     assert sorted(placement.values()) == sorted(envtest.node_names)  # the default spread: one per node
 
@@ -174,8 +173,7 @@ async def test_draining_every_node_in_turn_hands_the_master_over_once_per_drain_
     await start_operator()
     c = cluster_factory("drained")
     # a long down-after: a crash failover instead of a switchover would pause writes 10 s
-    c.create(replicas=3, downAfterMilliseconds=10000)
-    await eventually(lambda: c.ready(3), within=120, what="Running with 3 ready replicas", interval=0.2)
+    await c.create_ready(3, downAfterMilliseconds=10000)
     worst = 0
 
     def sample(pods: Pods) -> None:
@@ -217,8 +215,7 @@ async def test_a_drained_master_is_handed_to_a_replica_on_another_node_not_to_it
     handed over again a moment later (two switchovers for one drain)."""
     await start_operator()
     c = cluster_factory("neighbours")
-    c.create(replicas=3, downAfterMilliseconds=10000)
-    await eventually(lambda: c.ready(3), within=120, what="Running with 3 ready replicas", interval=0.2)
+    await c.create_ready(3, downAfterMilliseconds=10000)
     master, epoch = c.status()["currentMaster"], c.status()["masterEpoch"]
     node = nodes_of(c)[master]
     neighbour, other = sorted(p for p in c.pods() if p != master)

@@ -32,8 +32,7 @@ async def test_a_new_cluster_becomes_ready_with_one_master_and_replicating_repli
     operator: RunningOperator, cluster_factory: Callable[[str], Cluster]
 ) -> None:
     c = cluster_factory("basic")
-    c.create(replicas=3, downAfterMilliseconds=2000)
-    await eventually(lambda: c.ready(3), within=90, what="Running with 3 ready replicas", interval=0.2)
+    await c.create_ready(3, downAfterMilliseconds=2000)
     status = c.status()
     master = status["currentMaster"]
     roles = await c.roles()
@@ -93,8 +92,7 @@ async def test_a_crashed_master_fails_over_without_losing_acknowledged_writes(
     operator: RunningOperator, cluster_factory: Callable[[str], Cluster]
 ) -> None:
     c = cluster_factory("crash")
-    c.create(replicas=3, downAfterMilliseconds=2000)
-    await eventually(lambda: c.ready(3), within=90, what="Running", interval=0.2)
+    await c.create_ready(3, downAfterMilliseconds=2000)
     old_master, epoch = c.status()["currentMaster"], c.status()["masterEpoch"]
     acked: list[tuple[float, int, str]] = []
     stop = asyncio.Event()
@@ -162,8 +160,7 @@ async def test_an_unrunnable_spec_change_is_reported_applies_nothing_and_failove
     operator: RunningOperator, cluster_factory: Callable[[str], Cluster]
 ) -> None:
     c = cluster_factory("guarded")
-    c.create(replicas=2, downAfterMilliseconds=2000)
-    await eventually(lambda: c.ready(2), within=90, what="Running", interval=0.2)
+    await c.create_ready(2, downAfterMilliseconds=2000)
     config_path = f"/api/v1/namespaces/{c.namespace}/configmaps/guarded-config"
     before = c.envtest.http.get(config_path)["data"]
     patch = {"spec": {"redisConfig": {"port": "7000"}}}
@@ -203,8 +200,7 @@ async def test_a_hung_master_fails_over_and_is_demoted_after_it_resumes(
     operator: RunningOperator, cluster_factory: Callable[[str], Cluster]
 ) -> None:
     c = cluster_factory("hung")
-    c.create(replicas=3, downAfterMilliseconds=1500)
-    await eventually(lambda: c.ready(3), within=90, what="Running", interval=0.2)
+    await c.create_ready(3, downAfterMilliseconds=1500)
     old_master, epoch = c.status()["currentMaster"], c.status()["masterEpoch"]
     pid = int((await _server_info(c, old_master))["process_id"])
     os.kill(pid, signal.SIGSTOP)
@@ -249,8 +245,7 @@ async def test_scaling_through_the_scale_subresource_keeps_the_master_and_the_da
     operator: RunningOperator, cluster_factory: Callable[[str], Cluster]
 ) -> None:
     c = cluster_factory("scale")
-    c.create(replicas=3, downAfterMilliseconds=2000)
-    await eventually(lambda: c.ready(3), within=90, what="Running with 3", interval=0.2)
+    await c.create_ready(3, downAfterMilliseconds=2000)
     master = c.status()["currentMaster"]
     client = await c.redis(master)
     await client.set("kept", "yes")
@@ -280,8 +275,7 @@ async def test_scale_in_hands_the_master_over_before_removing_its_pod(
     operator: RunningOperator, cluster_factory: Callable[[str], Cluster]
 ) -> None:
     c = cluster_factory("handover")
-    c.create(replicas=3, downAfterMilliseconds=1500)
-    await eventually(lambda: c.ready(3), within=90, what="Running", interval=0.2)
+    await c.create_ready(3, downAfterMilliseconds=1500)
     first, epoch = c.status()["currentMaster"], c.status()["masterEpoch"]
     client = await c.redis(first)
     await client.set("kept", "yes")
@@ -310,8 +304,7 @@ async def test_deleting_a_persistent_cluster_snapshots_then_garbage_collects_eve
     operator: RunningOperator, cluster_factory: Callable[[str], Cluster]
 ) -> None:
     c = cluster_factory("gone")
-    c.create(replicas=2, enablePersistence=True, storageSize="64Mi", downAfterMilliseconds=2000)
-    await eventually(lambda: c.ready(2), within=120, what="Running", interval=0.2)
+    await c.create_ready(2, enablePersistence=True, storageSize="64Mi", downAfterMilliseconds=2000)
     assert c.get()["metadata"]["finalizers"] == ["redis.pyctrl.dev/finalizer"]
     client = await c.redis(c.status()["currentMaster"])
     await client.set("persisted", "1")
@@ -356,8 +349,7 @@ async def test_an_operator_restarted_mid_failover_converges_on_the_recorded_mast
 ) -> None:
     first = await start_operator()
     c = cluster_factory("resume")
-    c.create(replicas=3, downAfterMilliseconds=2000)
-    await eventually(lambda: c.ready(3), within=90, what="Running", interval=0.2)
+    await c.create_ready(3, downAfterMilliseconds=2000)
     old, epoch = c.status()["currentMaster"], c.status()["masterEpoch"]
     client = await c.redis(old)
     await client.set("survives", "yes")
@@ -393,8 +385,7 @@ async def test_a_converged_cluster_reconciles_without_writing(
     from pyctrl.testing import assert_idempotent
 
     c = cluster_factory("steady")
-    c.create(replicas=3)
-    await eventually(lambda: c.ready(3), within=90, what="Running", interval=0.2)
+    await c.create_ready(3)
     mgr = operator.operator.manager
     rv = c.get()["metadata"]["resourceVersion"]
 
@@ -424,8 +415,7 @@ async def test_the_password_comes_from_the_secret_and_appears_nowhere_else(
             "data": {"password": base64.b64encode(password.encode()).decode()},
         },
     )
-    c.create(replicas=2, auth={"passwordSecret": {"name": "redis-auth", "key": "password"}})
-    await eventually(lambda: c.ready(2), within=90, what="Running", interval=0.2)
+    await c.create_ready(2, auth={"passwordSecret": {"name": "redis-auth", "key": "password"}})
     master = c.status()["currentMaster"]
     anonymous = await c.redis(master)
     with pytest.raises(Exception, match=r"NOAUTH|authenticat"):

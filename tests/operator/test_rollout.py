@@ -8,6 +8,7 @@ A run-time ``redisConfig`` setting is applied with ``CONFIG SET`` and restarts n
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -70,8 +71,7 @@ async def test_an_image_change_restarts_replicas_first_then_hands_the_master_ove
     operator: RunningOperator, cluster_factory: Callable[[str], Cluster]
 ) -> None:
     c = cluster_factory("rolled")
-    c.create(replicas=3, downAfterMilliseconds=2000)
-    await eventually(lambda: c.ready(3), within=90, what="Running with 3 ready replicas", interval=0.2)
+    await c.create_ready(3, downAfterMilliseconds=2000)
     sts = c.envtest.http.get(f"/apis/apps/v1/namespaces/{c.namespace}/statefulsets/rolled")
     assert sts["spec"]["updateStrategy"] == {"type": "OnDelete"}
     # the master away from ordinal 0, so the StatefulSet's own order (highest first) is not ours
@@ -124,8 +124,7 @@ async def test_a_rollout_interrupted_by_a_crashed_replica_pauses_then_completes(
     operator: RunningOperator, cluster_factory: Callable[[str], Cluster]
 ) -> None:
     c = cluster_factory("paused")
-    c.create(replicas=3, downAfterMilliseconds=2000)
-    await eventually(lambda: c.ready(3), within=90, what="Running with 3 ready replicas", interval=0.2)
+    await c.create_ready(3, downAfterMilliseconds=2000)
     master, epoch = c.status()["currentMaster"], c.status()["masterEpoch"]
     old_revision = c.status()["updateRevision"]
     async with Writes(c) as writes:
@@ -164,8 +163,7 @@ async def test_a_live_redis_config_change_reaches_every_pod_without_a_restart(
     operator: RunningOperator, cluster_factory: Callable[[str], Cluster]
 ) -> None:
     c = cluster_factory("live")
-    c.create(replicas=3, downAfterMilliseconds=2000, redisConfig={"maxmemory-policy": "noeviction"})
-    await eventually(lambda: c.ready(3), within=90, what="Running with 3 ready replicas", interval=0.2)
+    await c.create_ready(3, downAfterMilliseconds=2000, redisConfig={"maxmemory-policy": "noeviction"})
     before, revision = _restarts(c), c.status()["updateRevision"]
 
     _merge(c, {"redisConfig": {"maxmemory-policy": "allkeys-lru"}})
@@ -237,11 +235,15 @@ async def test_raising_storage_size_expands_every_volume_in_place_and_lowering_i
     _storage_class(grown, grows, expandable=True)
     _storage_class(grown, fixed, expandable=False)
     try:
-        spec = {"downAfterMilliseconds": 2000, "enablePersistence": True, "storageSize": "1Gi"}
-        grown.create(replicas=2, storageClassName=grows, **spec)
-        kept.create(replicas=1, storageClassName=fixed, **spec)
-        await eventually(lambda: grown.ready(2), within=90, what="grown Running", interval=0.2)
-        await eventually(lambda: kept.ready(1), within=90, what="kept Running", interval=0.2)
+        spec: dict[str, Any] = {
+            "downAfterMilliseconds": 2000,
+            "enablePersistence": True,
+            "storageSize": "1Gi",
+        }
+        await asyncio.gather(
+            grown.create_ready(2, storageClassName=grows, **spec),
+            kept.create_ready(1, storageClassName=fixed, **spec),
+        )
         before, revision = _restarts(grown), grown.status()["updateRevision"]
         assert {p["status"]["capacity"]["storage"] for p in _claims(grown).values()} == {"1Gi"}
 

@@ -83,8 +83,7 @@ async def test_tls_only_replication_rotation_bad_secrets_and_failover(
     c.envtest.http.request(
         "POST", secrets, {"metadata": {"name": "redis-tls"}, "data": secret_data(ca, first)}
     )
-    c.create(replicas=2, downAfterMilliseconds=2000, tls={"secretName": "redis-tls"})
-    await eventually(lambda: c.ready(2), within=90, what="Running with TLS", interval=0.2)
+    await c.create_ready(2, downAfterMilliseconds=2000, tls={"secretName": "redis-tls"})
     master = c.status()["currentMaster"]
     replica = next(p for p in c.pods() if p != master)
     await _tls_only_and_replicating(c, master, replica, ca, tmp_path)

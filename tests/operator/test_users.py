@@ -74,8 +74,7 @@ async def test_each_user_is_allowed_its_rules_only_and_the_operator_reads_no_key
         {"name": "app", "passwordSecret": {"name": "app-pw"}, "rules": "~app:* +get +set"},
         {"name": "reader", "passwordSecret": {"name": "reader-pw"}, "rules": "~* +@read"},
     ]
-    c.create(replicas=2, users=spec_users, disableDefaultUser=True)
-    await eventually(lambda: c.ready(2), within=90, what="Running with the ACL file", interval=0.2)
+    await c.create_ready(2, users=spec_users, disableDefaultUser=True)
     master = c.status()["currentMaster"]
     replica = next(p for p in c.pods() if p != master)
     app, reader = ("app", PASSWORDS["app"]), ("reader", PASSWORDS["reader"])

@@ -290,17 +290,47 @@ async def backed_up(
     return data, status
 
 
-async def test_a_restore_seeds_a_new_cluster_with_every_key_and_reports_restored(
+async def seeded(c: Cluster, replicas: int, data: dict[str, str], backup: dict[str, Any]) -> None:
+    """``c`` becomes Running, restored from ``backup``, with every key of ``data`` on every pod."""
+    await eventually(partial(c.ready, replicas), within=180, what=f"{c.name} Running", interval=0.5)
+    restored = condition(c.status(), "Restored")
+    assert restored is not None
+    assert restored["status"] == "True", restored
+    assert "RedisBackup nightly" in restored["message"]
+    assert backup["sha256"] in restored["message"]
+    for pod in c.pods():  # the master was seeded; the replica synced from it
+        client = await c.redis(pod)
+        keys = list(data)
+        values: list[Any] = []
+        for start in range(0, len(keys), 10_000):
+            values += await client.mget(keys[start : start + 10_000])
+        assert await client.dbsize() == len(data)
+        assert dict(zip(keys, values, strict=True)) == data, pod
+        await client.aclose()
+
+
+async def test_restores_from_one_source_seed_every_key_or_fail_on_a_corrupt_or_missing_backup(
     operator: RunningOperator,
     cluster_factory: Callable[[str], Cluster],
     envtest: Environment,
     namespace: str,
     object_store: ObjectStore,
 ) -> None:
+    """One source cluster, two backups of it: ``nightly`` seeds a new cluster (and one with
+    persistence); ``flipped``, corrupted in the store, and a backup that does not exist fail their
+    restores and promote nothing. The four restores run at once."""
     src = cluster_factory("src")
     await running_cluster(src, replicas=1)
     b = Backups(envtest, namespace)
     data, backup = await backed_up(src, b, object_store, "nightly", 100_000)
+    b.create("flipped", "src", s3_destination(object_store))
+    flipped = await eventually(partial(b.finished, "flipped"), within=120, what="flipped done", interval=0.5)
+    assert flipped["phase"] == "Succeeded", flipped
+    key = str(flipped["location"]).removeprefix(f"s3://{BUCKET}/")
+    body = bytearray(object_store.client().get_object(Bucket=BUCKET, Key=key)["Body"].read())
+    body[len(body) // 2] ^= 0x01  # one flipped bit, same size
+    object_store.client().put_object(Bucket=BUCKET, Key=key, Body=bytes(body))
+
     dst = cluster_factory("dst")
     dst.create(replicas=2, downAfterMilliseconds=QUIET_DOWN_AFTER_MS, restoreFrom={"backupName": "nightly"})
     # with persistence Redis loads its AOF, not dump.rdb: the backup becomes the AOF's base
@@ -312,22 +342,13 @@ async def test_a_restore_seeds_a_new_cluster_with_every_key_and_reports_restored
         downAfterMilliseconds=QUIET_DOWN_AFTER_MS,
         restoreFrom={"backupName": "nightly"},
     )
+    bad = cluster_factory("bad")
+    bad.create(replicas=2, downAfterMilliseconds=QUIET_DOWN_AFTER_MS, restoreFrom={"backupName": "flipped"})
+    missing = cluster_factory("missing")
+    missing.create(replicas=2, restoreFrom={"backupName": "no-such-backup"})
+
     for c, replicas in ((dst, 2), (aof, 1)):
-        await eventually(partial(c.ready, replicas), within=180, what=f"{c.name} Running", interval=0.5)
-        restored = condition(c.status(), "Restored")
-        assert restored is not None
-        assert restored["status"] == "True", restored
-        assert "RedisBackup nightly" in restored["message"]
-        assert backup["sha256"] in restored["message"]
-        for pod in c.pods():  # the master was seeded; the replica synced from it
-            client = await c.redis(pod)
-            keys = list(data)
-            values: list[Any] = []
-            for start in range(0, len(keys), 10_000):
-                values += await client.mget(keys[start : start + 10_000])
-            assert await client.dbsize() == len(data)
-            assert dict(zip(keys, values, strict=True)) == data, pod
-            await client.aclose()
+        await seeded(c, replicas, data, backup)
     client = await aof.redis(str(aof.status()["currentMaster"]))
     assert (await client.info("persistence"))["aof_enabled"] == 1  # it runs on the seeded AOF
     await client.aclose()
@@ -335,27 +356,7 @@ async def test_a_restore_seeds_a_new_cluster_with_every_key_and_reports_restored
     assert cm["data"] == {"done": "true"}  # pods created from now on sync instead of re-seeding
     await recorded(envtest, namespace, "dst", "Restored")
 
-
-async def test_a_corrupt_or_missing_backup_fails_the_restore_and_promotes_nothing(
-    operator: RunningOperator,
-    cluster_factory: Callable[[str], Cluster],
-    envtest: Environment,
-    namespace: str,
-    object_store: ObjectStore,
-) -> None:
-    src = cluster_factory("src")
-    await running_cluster(src, replicas=1)
-    b = Backups(envtest, namespace)
-    _, backup = await backed_up(src, b, object_store, "flipped", 1000)
-    key = str(backup["location"]).removeprefix(f"s3://{BUCKET}/")
-    body = bytearray(object_store.client().get_object(Bucket=BUCKET, Key=key)["Body"].read())
-    body[len(body) // 2] ^= 0x01  # one flipped bit, same size
-    object_store.client().put_object(Bucket=BUCKET, Key=key, Body=bytes(body))
-    bad = cluster_factory("bad")
-    bad.create(replicas=2, downAfterMilliseconds=QUIET_DOWN_AFTER_MS, restoreFrom={"backupName": "flipped"})
-    missing = cluster_factory("missing")
-    missing.create(replicas=2, restoreFrom={"backupName": "no-such-backup"})
-
+    # the corrupt and the missing backup: refused, nothing promoted
     async def failed(c: Cluster) -> dict[str, Any] | None:
         cond = condition(c.status(), "Restored")
         return cond if cond is not None and cond["reason"] == "RestoreFailed" else None

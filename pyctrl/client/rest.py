@@ -174,6 +174,14 @@ class Transport:
         self._session: aiohttp.ClientSession | None = None
         self._limiter = TokenBucket(config.qps, config.burst) if config.qps else None
         self._ssl = config.ssl_context()
+        # per-request objects that depend on few values, built once (the status patch per
+        # reconciled object is the hot path): the timeout per request timeout, the metric child
+        # per (code, method), the TLS server name as request keywords
+        self._timeouts: dict[float | None, aiohttp.ClientTimeout] = {}
+        self._counters: dict[tuple[str, str], Any] = {}
+        self._tls: dict[str, Any] = (
+            {"server_hostname": config.tls_server_name} if config.tls_server_name else {}
+        )
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -201,7 +209,20 @@ class Transport:
         return headers
 
     def _count(self, code: str, method: str) -> None:
-        requests_total.labels(code=code, method=method, host=self.host).inc()
+        child = self._counters.get((code, method))
+        if child is None:
+            child = self._counters[code, method] = requests_total.labels(
+                code=code, method=method, host=self.host
+            )
+        child.inc()
+
+    def _timeout(self, total: float | None) -> aiohttp.ClientTimeout:
+        timeout = self._timeouts.get(total)
+        if timeout is None:
+            timeout = self._timeouts[total] = aiohttp.ClientTimeout(
+                total=total, sock_connect=self.config.connect_timeout
+            )
+        return timeout
 
     async def _once(
         self,
@@ -222,13 +243,11 @@ class Transport:
             async with session.request(
                 method,
                 url,
-                params=params,
+                params=params or None,
                 data=body,
                 headers=await self._headers(content_type, accept),
-                timeout=aiohttp.ClientTimeout(
-                    total=request_timeout, sock_connect=self.config.connect_timeout
-                ),
-                server_hostname=self.config.tls_server_name,
+                timeout=self._timeout(request_timeout),
+                **self._tls,
             ) as resp:
                 data = await resp.read()
                 self._count(str(resp.status), method)

@@ -43,11 +43,9 @@ class Endpoint(Protocol):
 
 
 def name_ns(obj: Object) -> tuple[str, str | None]:
-    meta = (
-        obj.metadata.model_dump(exclude_none=True)
-        if isinstance(obj, KubeObject)
-        else obj.get("metadata") or {}
-    )
+    if isinstance(obj, KubeObject):  # attributes: no dump of the metadata (managedFields and all)
+        return obj.metadata.name or "", obj.metadata.namespace or None
+    meta = obj.get("metadata") or {}
     return str(meta.get("name") or ""), meta.get("namespace") or None
 
 

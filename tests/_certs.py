@@ -4,11 +4,19 @@ issued by the library's in-memory CA (``pyctrl.envtest._certs.TinyCA``)."""
 from __future__ import annotations
 
 import base64
+from typing import Any
 
 from pyctrl.envtest._certs import CertPair as Issued
-from pyctrl.envtest._certs import TinyCA as CertAuthority
+from pyctrl.envtest._certs import TinyCA
 
 __all__ = ["CertAuthority", "Issued", "secret_data"]
+
+
+class CertAuthority(TinyCA):
+    """The library's CA; a certificate is named "redis" unless told (Redis checks no names)."""
+
+    def issue(self, common_name: str = "redis", **options: Any) -> Issued:
+        return super().issue(common_name, **options)
 
 
 def secret_data(ca: CertAuthority, issued: Issued, **override: bytes | None) -> dict[str, str]:

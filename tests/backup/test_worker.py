@@ -215,7 +215,7 @@ def test_a_backup_over_tls_as_an_acl_user_verifies_the_servers_ca(
     redis_servers: RedisServers, termination_log: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ca, other = CertAuthority(), CertAuthority("another CA")
-    issued = ca.issue("redis")
+    issued = ca.issue()
     for name, pem in {"tls.crt": issued.cert_pem, "tls.key": issued.key_pem, "ca.crt": ca.pem}.items():
         (tmp_path / name).write_bytes(pem)
     (tmp_path / "other.crt").write_bytes(other.pem)

@@ -77,7 +77,7 @@ async def test_tls_only_replication_rotation_bad_secrets_and_failover(
     operator: RunningOperator, cluster_factory: Callable[[str], Cluster], tmp_path: Path
 ) -> None:
     ca = CertAuthority()
-    first, second = ca.issue("redis"), ca.issue("redis")
+    first, second = ca.issue(), ca.issue()
     c = cluster_factory("tls")
     secrets = f"/api/v1/namespaces/{c.namespace}/secrets"
     c.envtest.http.request(

@@ -10,7 +10,7 @@ from examples.rediscluster.resources import desired_children
 from tests._certs import CertAuthority, secret_data
 
 CA = CertAuthority()
-GOOD = CA.issue("redis")
+GOOD = CA.issue()
 
 
 def test_a_cert_manager_secret_is_accepted_with_its_serial_and_ca() -> None:
@@ -26,7 +26,7 @@ def test_a_cert_manager_secret_is_accepted_with_its_serial_and_ca() -> None:
         ({"tls.key": None}, "has no key tls.key"),
         ({"ca.crt": None, "tls.crt": None}, "has no key tls.crt, ca.crt"),
         ({"tls.crt": b"not a certificate"}, "tls.crt is not a PEM certificate"),
-        ({"tls.key": CA.issue("redis").key_pem}, "tls.key does not match the certificate in tls.crt"),
+        ({"tls.key": CA.issue().key_pem}, "tls.key does not match the certificate in tls.crt"),
         ({"ca.crt": CertAuthority("another CA").pem}, "is not issued by ca.crt"),
     ],
 )

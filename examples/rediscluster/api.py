@@ -55,22 +55,15 @@ _SPEC_CONFIG = ConfigDict(strict=True, use_attribute_docstrings=True)
 ClusterMode = Literal["replication", "cluster"]
 """``replication``: one master and replicas; ``cluster``: a sharded Redis Cluster."""
 
+#: Both modes take spec.tls and spec.users; neither can be added or removed once the cluster exists
+#: (the rules below: TLS and plaintext nodes cannot replicate from, or gossip with, each other;
+#: pods with and without the ACL file log in differently), while secretName and the users may change.
 _CLUSTER_RULES: list[JsonValue] = [
     {
         "rule": "self.mode != 'cluster' || self.replicas == oldSelf.replicas",
         "message": "spec.replicas is not used in cluster mode (kubectl scale is refused): "
         "change spec.shards instead",
         "fieldPath": ".replicas",
-    },
-    {
-        "rule": "self.mode != 'cluster' || !has(self.tls)",
-        "message": "spec.tls is not supported in cluster mode yet",
-        "fieldPath": ".tls",
-    },
-    {
-        "rule": "self.mode != 'cluster' || !has(self.users)",
-        "message": "spec.users is not supported in cluster mode yet",
-        "fieldPath": ".users",
     },
     {
         # pods with and without the ACL file authenticate differently: set users: [] to add later
@@ -240,7 +233,8 @@ class RedisClusterSpec(KubeModel):
     disable_default_user: bool = False
     """Turn the default user off (needs users): only the listed users can connect."""
     tls: TlsConfig | None = None
-    """TLS only (no plaintext port), replication over TLS too; cannot be added or removed later."""
+    """TLS only (no plaintext port), replication (and in cluster mode the cluster bus and slot
+    migration) over TLS too; cannot be added or removed later."""
     redis_config: dict[str, str] = Field(default_factory=dict)
     """Extra redis.conf settings (directive -> value)."""
     resources: ResourceRequirements | None = None

@@ -43,7 +43,8 @@ cluster gives none):
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from examples.rediscluster import metrics, tls, users
 from examples.rediscluster.api import RedisCluster, RedisClusterPhase, RedisClusterStatus
@@ -58,7 +59,12 @@ from examples.rediscluster.live_config import LiveConfig
 from examples.rediscluster.nodeloss import NodeLossGuard
 from examples.rediscluster.observe import Observed, not_ready_for, observe, read_password
 from examples.rediscluster.prober import HealthProber
-from examples.rediscluster.redis_admin import DEFAULT_IO_TIMEOUT, RedisAccess, RedisAdminError
+from examples.rediscluster.redis_admin import (
+    DEFAULT_IO_TIMEOUT,
+    RedisAccess,
+    RedisAdminError,
+    RedisConnection,
+)
 from examples.rediscluster.resources import InvalidSpec, desired_children
 from examples.rediscluster.rollout import Rollout, RolloutDecision, progressing_condition
 from examples.rediscluster.status import observed_status
@@ -187,8 +193,6 @@ class RedisClusterReconciler:
         timer = PhaseTimer()
         self._secrets[(cluster.namespace, cluster.name)] = _secret_names(cluster)
         password = await read_password(self.api_reader, self.recorder, cluster)
-        if cluster.spec.mode == "cluster":  # sharded Redis Cluster: examples/rediscluster/cluster/
-            return await self.cluster_mode.reconcile(cluster, password, _now())
         material, tls_invalid, ca = await self._read_tls(cluster)
         if cluster.spec.tls is not None and ca is None:
             # no CA to verify the pods with: observing them as unreachable would fail them over
@@ -197,6 +201,9 @@ class RedisClusterReconciler:
         access = RedisAccess(password, None, ca)
         if acl is not None:  # the ACL file's pods: the operator's own user
             access = RedisAccess(acl.operator_password, users.OPERATOR_USER, ca)
+        if cluster.spec.mode == "cluster":  # sharded Redis Cluster: examples/rediscluster/cluster/
+            security = _ClusterSecurity(self, cluster, material, acl, tls_invalid)
+            return await self.cluster_mode.reconcile(cluster, access, _now(), security)
         observed = await observe(self.client, cluster, access, self.io_timeout)
         master = cluster.status.current_master if cluster.status else None
         self.prober.watch(
@@ -214,7 +221,7 @@ class RedisClusterReconciler:
         restore = await restore_state(
             self.client, self.recorder, cluster, observed.pods, image=self.backup_image, now=_now()
         )
-        users_invalid, generation = await self._write_users(cluster, acl, observed)
+        users_invalid, generation = await self._write_users(cluster, acl, _checker(cluster, observed))
         invalid = (
             tls_invalid
             or users_invalid
@@ -228,13 +235,14 @@ class RedisClusterReconciler:
         if isinstance(rollout.step, Plan):  # the master's turn: one planned switchover first
             acted, cluster = await self.executor.execute(cluster, observed, rollout.step)
         await self.node_loss.recover(cluster, observed)
+        answering = {n.pod: observed.connection(n.pod) for n in observed.nodes if n.redis and n.ip}
         reloading = (
             material is not None
             and not acted
-            and await self._reload_certificates(cluster, observed, material)
+            and await self._reload_certificates(cluster, answering, material)
         )
         if generation is not None and not acted:
-            reloading = await self._load_users(cluster, observed, generation) or reloading
+            reloading = await self._load_users(cluster, answering, generation) or reloading
         volumes = await self.volumes.expand(cluster, _now()) if invalid is None else None
         phase = await self._update_status(
             cluster, observed, the_plan, invalid, restore, rollout=rollout, volumes=volumes
@@ -297,24 +305,21 @@ class RedisClusterReconciler:
         return material, None, material.ca_pem
 
     async def _reload_certificates(
-        self, cluster: RedisCluster, observed: Observed, material: tls.TlsMaterial
+        self, cluster: RedisCluster, answering: Mapping[str, RedisConnection], material: tls.TlsMaterial
     ) -> bool:
         """Have every answering pod serve the Secret's certificate; True while some does not yet."""
         reloaded: list[str] = []
         pending: list[str] = []
-        for node in observed.nodes:
-            if node.redis is None or not node.ip:
-                continue
-            conn = observed.connection(node.pod)
+        for pod, conn in answering.items():
             try:
                 if await conn.served_certificate() == material.cert_der:
                     continue
                 await conn.reload_tls(tls.reload_settings())
                 served = await conn.served_certificate()
             except RedisAdminError:
-                pending.append(node.pod)
+                pending.append(pod)
                 continue
-            (reloaded if served == material.cert_der else pending).append(node.pod)
+            (reloaded if served == material.cert_der else pending).append(pod)
         if reloaded:
             message = (
                 f"{', '.join(reloaded)} serve the certificate with serial {material.serial:x} (no restart)"
@@ -324,26 +329,21 @@ class RedisClusterReconciler:
 
     # -- users ---------------------------------------------------------------------------------
     async def _write_users(
-        self, cluster: RedisCluster, acl: users.AclState | None, observed: Observed
+        self, cluster: RedisCluster, acl: users.AclState | None, checker: RedisConnection | None
     ) -> tuple[str | None, str | None]:
-        """(why spec.users cannot be applied, the ACL file generation the pods should load)."""
+        """(why spec.users cannot be applied, the ACL file generation the pods should load);
+        ``checker``: a pod that answers, where Redis checks the rules first."""
         if acl is None:
             return None, None
-        answering = sorted(
-            (n for n in observed.nodes if n.redis is not None and n.ip),
-            key=lambda n: n.pod != (cluster.status.current_master if cluster.status else None),
-        )
-        checker = observed.connection(answering[0].pod) if answering else None
         refused, generation = await self.users.write(cluster, acl, checker)
         if refused is not None:
             self.recorder.event(cluster, "Warning", "InvalidSpec", refused)
         return refused, generation
 
-    async def _load_users(self, cluster: RedisCluster, observed: Observed, generation: str) -> bool:
+    async def _load_users(
+        self, cluster: RedisCluster, answering: Mapping[str, RedisConnection], generation: str
+    ) -> bool:
         """ACL LOAD where the generation is not loaded yet; True while some pod lacks it."""
-        answering = {
-            n.pod: observed.connection(n.pod) for n in observed.nodes if n.redis is not None and n.ip
-        }
         loaded, pending = await self.users.load(answering, generation)
         if loaded:
             message = f"{', '.join(loaded)} loaded the ACL file of spec.users (no restart)"
@@ -450,6 +450,40 @@ class RedisClusterReconciler:
         await self.client.patch(cluster, finalizer_patch(cluster))
         log.info("Finalizer removed", cluster=cluster.name, namespace=cluster.namespace)
         return Result()
+
+
+def _checker(cluster: RedisCluster, observed: Observed) -> RedisConnection | None:
+    """The pod that checks ACL rules: the recorded master if it answers, else any that does."""
+    answering = sorted(
+        (n for n in observed.nodes if n.redis is not None and n.ip),
+        key=lambda n: n.pod != (cluster.status.current_master if cluster.status else None),
+    )
+    return observed.connection(answering[0].pod) if answering else None
+
+
+@dataclass
+class _ClusterSecurity:
+    """The TLS and users steps of replication mode, for one cluster-mode reconcile
+    (``cluster.reconciler.Security``): the same Secrets, checks, reloads and Events."""
+
+    owner: RedisClusterReconciler
+    cluster: RedisCluster
+    material: tls.TlsMaterial | None
+    acl: users.AclState | None
+    tls_invalid: str | None
+    generation: str | None = None
+
+    async def write_users(self, checker: RedisConnection | None) -> str | None:
+        refused, self.generation = await self.owner._write_users(self.cluster, self.acl, checker)
+        return refused
+
+    async def reload(self, answering: Mapping[str, RedisConnection]) -> bool:
+        reloading = self.material is not None and await self.owner._reload_certificates(
+            self.cluster, answering, self.material
+        )
+        if self.generation is not None:
+            reloading = await self.owner._load_users(self.cluster, answering, self.generation) or reloading
+        return reloading
 
 
 def _secret_names(cluster: RedisCluster) -> frozenset[str]:

@@ -4,7 +4,12 @@ The Secret holds ``tls.crt`` (the server certificate, its chain after it), ``tls
 ``ca.crt``; every pod mounts it at :data:`TLS_DIR`. redis.conf then has ``port 0`` (no plaintext
 listener: a plaintext client is refused), ``tls-port 6379``, ``tls-replication yes`` (replicas
 sync over TLS) and ``tls-auth-clients optional`` (a client certificate is checked when one is
-presented, not required: the operator, ``redis-cli --tls --cacert`` and the probes present none).
+presented, not required: the operator, ``redis-cli --tls --cacert`` and the probes present none);
+in cluster mode also ``tls-cluster yes``: the cluster bus (port 16379) runs over TLS, and so do
+the connections a node opens to another for ``MIGRATE`` (redis-server picks TLS for those when
+``tls-cluster`` is on). A node connecting to another (replication, bus, MIGRATE) presents its own
+``tls.crt`` as a client certificate, which the other verifies against ``ca.crt``: the certificate
+must allow client use (no extended key usage, or clientAuth among them).
 
 Guarantees:
 
@@ -39,6 +44,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 __all__ = [
     "CA_FILE",
     "CERT_FILE",
+    "CLUSTER_CONF_LINE",
     "KEY_FILE",
     "SECRET_KEYS",
     "TLS_DIR",
@@ -57,6 +63,8 @@ TLS_VOLUME = "tls"
 SECRET_KEYS = ("tls.crt", "tls.key", "ca.crt")
 CERT_FILE, KEY_FILE, CA_FILE = (f"{TLS_DIR}/{key}" for key in SECRET_KEYS)
 _FIELD = "spec.tls.secretName"
+#: cluster mode: the cluster bus, and the connections MIGRATE opens between nodes, over TLS
+CLUSTER_CONF_LINE = "tls-cluster yes"
 
 
 class InvalidTls(ValueError):
@@ -142,7 +150,7 @@ def ca_of(data: Mapping[str, str] | None) -> str | None:
 
 
 def conf_lines() -> list[str]:
-    """redis.conf lines of a TLS cluster (replication mode)."""
+    """redis.conf lines of a TLS cluster (cluster mode adds :data:`CLUSTER_CONF_LINE`)."""
     return [
         "port 0",
         "tls-port 6379",

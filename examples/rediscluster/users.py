@@ -6,8 +6,10 @@ With ``spec.users`` set (even ``[]``), every pod loads its users from an ACL fil
 - ``users.acl``: one ``user`` line per spec user — ``on``, the SHA-256 of its password
   (``#<hex>``: the password itself is in no file, ConfigMap or argv) and its ``rules`` — plus the
   operator's own users: :data:`OPERATOR_USER` (the commands the operator runs and nothing else:
-  no key, no channel — it cannot read data), :data:`REPLICATION_USER` (``psync``/``replconf``/
-  ``sync``/``ping``: replicas and backup Jobs authenticate with it, ``masteruser``), and
+  no key, no channel — it cannot read data; in cluster mode also :data:`CLUSTER_OPERATOR_RULES`,
+  where only ``MIGRATE`` and what it sends the target may touch keys), :data:`REPLICATION_USER`
+  (``psync``/``replconf``/``sync``/``ping``, and ``cluster|nodes`` in cluster mode: replicas and
+  backup Jobs authenticate with it, ``masteruser``), and
   ``default`` (``off`` with ``disableDefaultUser``; else the ``spec.auth`` password, or
   ``nopass``); a last, disabled user ``pyctrl-generation-<hash>`` names the file's generation;
 - ``operator-password`` and ``replication-password``: random, generated once, kept afterwards.
@@ -50,6 +52,8 @@ __all__ = [
     "ACL_DIR",
     "ACL_FILE",
     "ACL_VOLUME",
+    "CLUSTER_OPERATOR_RULES",
+    "CLUSTER_REPLICATION_RULES",
     "OPERATOR_RULES",
     "OPERATOR_USER",
     "REPLICATION_USER",
@@ -78,7 +82,19 @@ OPERATOR_RULES = (
     "+config|get +config|set +acl|load +acl|users +acl|setuser +acl|deluser +client|setname "
     "+client|pause +client|unpause"
 )
+#: cluster mode adds (``cluster.admin``, ``cluster.mover``): reading and changing the cluster's
+#: membership and slots, and moving keys — ``MIGRATE`` on the source, and on the target what
+#: MIGRATE sends as the operator's user (``AUTH2``): ``SELECT``, ``RESTORE-ASKING``. Only those
+#: three commands may touch keys (the selector); no command reads a value back to the operator
+#: (``CLUSTER GETKEYSINSLOT`` lists key names, which a slot move needs).
+CLUSTER_OPERATOR_RULES = (
+    "+dbsize +cluster|nodes +cluster|info +cluster|meet +cluster|addslotsrange +cluster|replicate "
+    "+cluster|forget +cluster|failover +cluster|reset +cluster|setslot +cluster|getkeysinslot "
+    "(~* +migrate +restore-asking +select)"
+)
 REPLICATION_RULES = "resetkeys resetchannels -@all +psync +replconf +sync +ping"
+#: cluster mode: a shard's backup Job checks its master's slots (``CLUSTER NODES``) after the RDB
+CLUSTER_REPLICATION_RULES = "+cluster|nodes"
 log = get_logger("rediscluster.users")
 #: tokens the spec may not use: passwords come from passwordSecret, the operator sets on/reset
 _FORBIDDEN = {"on", "off", "nopass", "resetpass", "reset"}
@@ -163,10 +179,14 @@ def acl_file(
         default = f"user default on {_hash(default_password)} ~* &* +@all"
     else:
         default = "user default on nopass ~* &* +@all"
+    operator_rules, replication_rules = OPERATOR_RULES, REPLICATION_RULES
+    if spec.mode == "cluster":
+        operator_rules = f"{operator_rules} {CLUSTER_OPERATOR_RULES}"
+        replication_rules = f"{replication_rules} {CLUSTER_REPLICATION_RULES}"
     lines = [
         default,
-        f"user {OPERATOR_USER} on {_hash(operator_password)} {OPERATOR_RULES}",
-        f"user {REPLICATION_USER} on {_hash(replication_password)} {REPLICATION_RULES}",
+        f"user {OPERATOR_USER} on {_hash(operator_password)} {operator_rules}",
+        f"user {REPLICATION_USER} on {_hash(replication_password)} {replication_rules}",
     ]
     if include_spec_users:
         for i, (user, password) in enumerate(zip(spec.users or [], passwords, strict=True)):

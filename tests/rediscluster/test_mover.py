@@ -9,6 +9,7 @@ from redis.crc import key_slot
 
 from examples.rediscluster.cluster.mover import Endpoint, Job, SlotMover, Transfer
 from examples.rediscluster.cluster.nodes import parse_cluster_nodes
+from examples.rediscluster.redis_admin import RedisAccess
 from pyctrl.envtest import poll_until
 from pyctrl.testing import eventually
 from tests.rediscluster._servers import RedisServer, RedisServers, free_port
@@ -92,8 +93,8 @@ async def test_a_transfer_moves_every_slot_and_key_sharing_round_trips_across_a_
     src, dst = endpoint(a), endpoint(c)
     job = Job("resharding to 3 shards", (Transfer(src, dst, slots),), (src, endpoint(b), dst))
     before = reads(a), reads(c)
-    assert mover.submit(KEY, job, None)
-    assert not mover.submit(KEY, job, None)  # one job per cluster at a time
+    assert mover.submit(KEY, job, RedisAccess())
+    assert not mover.submit(KEY, job, RedisAccess())  # one job per cluster at a time
     await eventually(lambda: notified == [KEY], within=60, what="the job to end")
     after = reads(a), reads(c)
     progress = mover.progress(KEY)
@@ -123,7 +124,7 @@ async def test_a_transfer_moves_every_slot_and_key_sharing_round_trips_across_a_
 
     await eventually(b_agrees, within=30, what="the third master to see the new owner")
     # the same job again (a repeat after a crash): every step is skipped or finds nothing to do
-    assert mover.submit(KEY, job, None)
+    assert mover.submit(KEY, job, RedisAccess())
     await eventually(lambda: notified == [KEY, KEY], within=60, what="the repeated job to end")
     repeat = mover.progress(KEY)
     assert repeat is not None
@@ -145,7 +146,7 @@ async def test_a_failing_step_is_retried_for_its_group_and_counted_losing_nothin
     notified: list[tuple[str, str]] = []
     mover = SlotMover(notified.append, group=16)
     src, dst = endpoint(a), endpoint(c)
-    mover.submit(KEY, Job("resharding", (Transfer(src, dst, slots),), (src, endpoint(b), dst)), None)
+    mover.submit(KEY, Job("resharding", (Transfer(src, dst, slots),), (src, endpoint(b), dst)), RedisAccess())
     try:
 
         def failing() -> bool:

@@ -10,6 +10,7 @@ import pytest
 
 from examples.rediscluster import users
 from examples.rediscluster.api import RedisCluster
+from examples.rediscluster.cluster.resources import cluster_children
 from examples.rediscluster.resources import InvalidSpec, desired_children
 
 
@@ -105,3 +106,44 @@ def test_pods_of_an_acl_cluster_load_the_file_and_authenticate_as_the_operators_
         if "valueFrom" in e and "secretKeyRef" in e["valueFrom"]
     }
     assert refs["REPLICATION_PASSWORD"] == {"name": "c-acl", "key": "replication-password"}
+
+
+def test_in_cluster_mode_the_operator_may_move_keys_only_and_replicas_log_in_as_the_replication_user() -> (
+    None
+):
+    spec = {"mode": "cluster", "users": [], "tls": {"secretName": "redis-tls"}}
+    text = users.acl_file(
+        cluster(**spec), [], default_password=None, generated=("op", "repl"), include_spec_users=True
+    ).text
+    operator = next(line for line in text.splitlines() if line.startswith(f"user {users.OPERATOR_USER} "))
+    # every key permission of the operator's user is in the selector of MIGRATE and what it sends
+    root, selector = operator.split(" (", 1)
+    assert "~" not in root
+    assert "%" not in root
+    assert selector == "~* +migrate +restore-asking +select)"
+    assert "+cluster|setslot" in root
+    assert "+cluster|getkeysinslot" in root
+    replication = next(
+        line for line in text.splitlines() if line.startswith(f"user {users.REPLICATION_USER} ")
+    )
+    assert replication.endswith("+psync +replconf +sync +ping +cluster|nodes")
+    # replication mode's file is what it was
+    plain = users.acl_file(
+        cluster(users=[]), [], default_password=None, generated=("op", "repl"), include_spec_users=True
+    ).text
+    assert users.CLUSTER_OPERATOR_RULES not in plain
+    assert "+cluster|nodes" not in plain
+    config, _, sts, _ = cluster_children(cluster(**spec))
+    conf = config["data"]["redis.conf"].splitlines()
+    assert {
+        "port 0",
+        "tls-port 6379",
+        "tls-replication yes",
+        "tls-cluster yes",
+        "cluster-enabled yes",
+    } <= set(conf)
+    assert f"aclfile {users.ACL_FILE}" in conf
+    assert "masteruser pyctrl-replication" in conf
+    start = sts["spec"]["template"]["spec"]["containers"][0]["command"][-1]
+    assert 'masterauth "$REPLICATION_PASSWORD"' in start  # through stdin, never argv
+    assert "requirepass" not in start

@@ -130,18 +130,25 @@ class RedisBackupReconciler:
             cluster = await self._check_inputs(backup)
             auth = cluster.spec.auth
             password = None if auth is None else (auth.password_secret.name, auth.password_secret.key)
+            tls_secret = cluster.spec.tls.secret_name if cluster.spec.tls is not None else None
+            user = None
+            if cluster.spec.users is not None:  # the ACL file's replication user may SYNC, nothing else
+                password = (users.acl_secret_name(cluster), "replication-password")
+                user = users.REPLICATION_USER
             if cluster.spec.mode == "cluster":
                 sources = await self._shard_sources(cluster)
-                job = cluster_backup_job(backup, sources, self.image, password_secret=password)
+                job = cluster_backup_job(
+                    backup,
+                    sources,
+                    self.image,
+                    password_secret=password,
+                    tls_secret=tls_secret,
+                    username=user,
+                )
                 shards = [ShardBackup(index=s.index, slots=list(s.slots), source_pod=s.pod) for s in sources]
                 source = f"{len(sources)} shards ({', '.join(s.pod for s in sources)})"
             else:
                 source, ip = await self._source(cluster)
-                user = None
-                if cluster.spec.users is not None:  # the ACL file's replication user may SYNC, nothing else
-                    password = (users.acl_secret_name(cluster), "replication-password")
-                    user = users.REPLICATION_USER
-                tls_secret = cluster.spec.tls.secret_name if cluster.spec.tls is not None else None
                 job = backup_job(
                     backup,
                     source,
@@ -212,11 +219,7 @@ class RedisBackupReconciler:
         """(pod, IP) to take the RDB from: a replica with its master link up, else the master."""
         master = cluster.status.current_master if cluster.status else None
         pods = await self.client.list(Pod, namespace=cluster.namespace, labels=selector_labels(cluster))
-        password, username = await self._password(cluster), None
-        if cluster.spec.users is not None:  # the ACL file's pods: the operator's own user
-            password = await users.operator_password(self.api_reader, cluster)
-            username = users.OPERATOR_USER
-        ca = await self._tls_ca(cluster)
+        access = await self._access(cluster)
         replicas, master_ip = [], None
         for pod in sorted(pods, key=lambda p: p.name):
             ip = pod.status.pod_ip if pod.status else None
@@ -228,7 +231,7 @@ class RedisBackupReconciler:
                 replicas.append((pod.name, ip))
         for name, ip in replicas:
             try:
-                facts = await redis_admin.RedisAccess(password, username, ca).at(ip, REDIS_PORT).observe()
+                facts = await access.at(ip, REDIS_PORT).observe()
             except redis_admin.RedisAdminError:
                 continue
             if facts.role is Role.REPLICA and facts.master_link_up:
@@ -236,6 +239,14 @@ class RedisBackupReconciler:
         if master is not None and master_ip is not None:
             return master, master_ip
         raise NotYet(f"waiting for RedisCluster {cluster.name!r} to have a serving master")
+
+    async def _access(self, cluster: RedisCluster) -> redis_admin.RedisAccess:
+        """How the operator reaches the cluster's pods (its own ACL user with ``spec.users``)."""
+        password, username = await self._password(cluster), None
+        if cluster.spec.users is not None:  # the ACL file's pods: the operator's own user
+            password = await users.operator_password(self.api_reader, cluster)
+            username = users.OPERATOR_USER
+        return redis_admin.RedisAccess(password, username, await self._tls_ca(cluster))
 
     async def _tls_ca(self, cluster: RedisCluster) -> str | None:
         """``ca.crt`` of the cluster's TLS Secret (None without TLS, or while it has none)."""
@@ -268,7 +279,7 @@ class RedisBackupReconciler:
             )
         pods = await self.client.list(Pod, namespace=cluster.namespace, labels=selector_labels(cluster))
         ips = {p.name: p.status.pod_ip for p in pods if p.status and p.status.pod_ip}
-        password = await self._password(cluster)
+        access = await self._access(cluster)
         out = []
         for shard in shards:
             assert shard.master is not None
@@ -279,7 +290,7 @@ class RedisBackupReconciler:
                 if replica not in ips:
                     continue
                 try:
-                    facts = await redis_admin.RedisAccess(password).at(ips[replica], REDIS_PORT).observe()
+                    facts = await access.at(ips[replica], REDIS_PORT).observe()
                 except redis_admin.RedisAdminError:
                     continue
                 if facts.role is Role.REPLICA and facts.master_link_up:

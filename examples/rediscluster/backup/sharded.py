@@ -76,13 +76,29 @@ class ShardError(Exception):
 
 
 def checked_shard(
-    args: argparse.Namespace, password: str | None, result: dict[str, object]
+    args: argparse.Namespace,
+    password: str | None,
+    result: dict[str, object],
+    *,
+    username: str | None = None,
+    tls_ca: str | None = None,
 ) -> dict[str, object]:
-    """``result`` of shard ``args.shard``'s RDB, once its master proved the slots unchanged."""
+    """``result`` of shard ``args.shard``'s RDB, once its master proved the slots unchanged (asked
+    as ``username``, over TLS verified against ``tls_ca`` when set)."""
     expected = parse_ranges(r for r in (args.expect_slots or "").split(",") if r and r != "-")
     import redis  # only a cluster-mode shard needs it: the worker starts faster without
 
-    client = redis.Redis(host=args.check_host, port=args.check_port, password=password, socket_timeout=10)
+    tls: dict[str, Any] = {}
+    if tls_ca is not None:  # the chain is checked, not the name (see examples/rediscluster/tls.py)
+        tls = {"ssl": True, "ssl_ca_data": tls_ca, "ssl_cert_reqs": "required", "ssl_check_hostname": False}
+    client = redis.Redis(
+        host=args.check_host,
+        port=args.check_port,
+        username=username,
+        password=password,
+        socket_timeout=10,
+        **tls,
+    )
     try:
         text = client.execute_command("CLUSTER", "NODES")  # type: ignore[no-untyped-call]
     except redis.exceptions.RedisError as exc:

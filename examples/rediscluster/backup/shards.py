@@ -11,6 +11,9 @@ its replica when it has one, as Kubernetes objects:
   still serves exactly the slots it served when the backup started and has no open slot (a
   resharding meanwhile fails the shard: a retry, then ``Failed``, never a backup whose slot map
   lies); then the container ``manifest`` writes ``manifest.json`` from the shards' results;
+- a TLS cluster's shards are read over TLS, verified against ``ca.crt`` (the only key of the TLS
+  Secret mounted); with ``spec.users`` as the replication user (``PSYNC``, and ``CLUSTER NODES``
+  for the check: ``users.CLUSTER_REPLICATION_RULES``), its password by ``secretKeyRef``;
 - each container's termination message is its result, so ``status.shards`` fills in shard by
   shard; the manifest's SHA-256 (``status.sha256``) covers every shard's checksum;
 - the objects: S3 ``<prefix><namespace>/<backup>/shard-<i>.rdb`` and ``.../manifest.json``; on a
@@ -37,6 +40,7 @@ from typing import Any
 from examples.rediscluster.backup.api import BackupDestination, RedisBackup, ShardBackup
 from examples.rediscluster.backup.job import (
     DEFAULT_DEADLINE_SECONDS,
+    REDIS_CA_MOUNT,
     SOURCE_ANNOTATION,
     destination_args,
     job_of,
@@ -99,10 +103,14 @@ def cluster_backup_job(
     image: str,
     *,
     password_secret: tuple[str, str] | None,
+    tls_secret: str | None = None,
+    username: str | None = None,
     deadline: int = DEFAULT_DEADLINE_SECONDS,
 ) -> dict[str, Any]:
-    """The Job taking one RDB per shard, then writing the manifest (module docstring)."""
-    env = []
+    """The Job taking one RDB per shard, then writing the manifest (module docstring); over TLS
+    verified against ``ca.crt`` of ``tls_secret`` (the only key mounted) when set, as the ACL
+    user ``username`` (whose password ``password_secret`` holds) when set."""
+    env: list[dict[str, Any]] = []
     if password_secret is not None:
         env = [
             {
@@ -110,12 +118,22 @@ def cluster_backup_job(
                 "valueFrom": {"secretKeyRef": dict(zip(("name", "key"), password_secret, strict=True))},
             }
         ]
+    if username is not None:
+        env.append({"name": "REDIS_USER", "value": username})
+    ca_mount: list[dict[str, Any]] = []
+    volumes: list[dict[str, Any]] = [{"name": "results", "emptyDir": {}}]
+    if tls_secret is not None:
+        items = [{"key": "ca.crt", "path": "ca.crt"}]
+        volumes.append({"name": "redis-tls-ca", "secret": {"secretName": tls_secret, "items": items}})
+        ca_mount = [{"name": "redis-tls-ca", "mountPath": REDIS_CA_MOUNT, "readOnly": True}]
     results = {"name": "results", "mountPath": RESULTS_DIR}
     dest = backup.spec.destination
     init = []
     for s in sources:
         args = ["backup", "--source-host", s.ip, "--source-port", "6379", "--shard", str(s.index)]
         args += ["--check-host", s.master_ip]
+        if tls_secret is not None:
+            args += ["--tls-ca-file", f"{REDIS_CA_MOUNT}/ca.crt"]
         args += [
             "--expect-slots",
             ",".join(s.slots) or "-",
@@ -124,7 +142,7 @@ def cluster_backup_job(
         ]
         args += _args_for(backup, f"shard-{s.index}.rdb")
         container = worker_container(f"shard-{s.index}", args, env, image, dest)
-        container["volumeMounts"] = [*container["volumeMounts"], results]
+        container["volumeMounts"] = [*container["volumeMounts"], results, *ca_mount]
         init.append(container)
     args = ["manifest", "--results", RESULTS_DIR, "--shards", str(len(sources))]
     args += ["--cluster", backup.spec.cluster_name, "--namespace", backup.namespace, "--backup", backup.name]
@@ -138,7 +156,7 @@ def cluster_backup_job(
         [main],
         deadline=deadline,
         init_containers=init,
-        volumes=[{"name": "results", "emptyDir": {}}],
+        volumes=volumes,
         annotations={SOURCE_ANNOTATION: ",".join(s.pod for s in sources), SHARDS_ANNOTATION: recorded},
     )
 

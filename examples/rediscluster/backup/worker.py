@@ -131,7 +131,7 @@ def _run(args: argparse.Namespace) -> dict[str, object]:
             "sha256": stored.sha256,
         }
         if args.shard is not None:
-            result = sharded.checked_shard(args, password, result)
+            result = sharded.checked_shard(args, password, result, username=user, tls_ca=ca)
         return result
     if args.command == "manifest":
         return sharded.write_manifest(args, store)

@@ -13,8 +13,11 @@ Moving slot ``s`` from A to B, idempotent at every step (a repeat after a crash 
 1. on B ``CLUSTER SETSLOT s IMPORTING A`` (skipped when B already owns ``s``);
 2. on A ``CLUSTER SETSLOT s MIGRATING B`` (skipped when A no longer owns ``s``);
 3. until A holds no key of ``s``: ``CLUSTER GETKEYSINSLOT s batch`` on A, then
-   ``MIGRATE B "" 0 timeout REPLACE KEYS ...`` (A's copy is the authoritative one; REPLACE only
-   matters for a key a crash left on both) — clients meanwhile get ``-ASK`` for moved keys, and a
+   ``MIGRATE B "" 0 timeout REPLACE [AUTH pw | AUTH2 user pw] KEYS ...`` (A's copy is the
+   authoritative one; REPLACE only matters for a key a crash left on both; A logs in to B as the
+   operator does: its ACL user with ``spec.users``, and over TLS when ``tls-cluster yes``, since
+   redis-server opens MIGRATE connections as it opens the cluster bus's) — clients meanwhile get
+   ``-ASK`` for moved keys, and a
    MIGRATING A creates no new key of ``s``, so a batch shorter than ``batch`` was the last;
 4. ``CLUSTER SETSLOT s NODE B`` on B, then on A and every other master at once.
 
@@ -48,6 +51,7 @@ import redis.asyncio as aioredis
 import redis.exceptions as rexc
 
 from examples.rediscluster.cluster import metrics
+from examples.rediscluster.redis_admin import RedisAccess
 
 __all__ = ["Endpoint", "Job", "Progress", "SlotMover", "Transfer"]
 
@@ -130,13 +134,14 @@ class SlotMover:
         """The running (or last finished) job's progress."""
         return self._progress.get(key)
 
-    def submit(self, key: ClusterKey, job: Job, password: str | None) -> bool:
-        """Start ``job`` unless one runs for ``key`` already (then False)."""
+    def submit(self, key: ClusterKey, job: Job, access: RedisAccess) -> bool:
+        """Start ``job`` unless one runs for ``key`` already (then False); ``access``: how every
+        node is reached (user, password, TLS CA), and what MIGRATE authenticates with."""
         if self.running(key):
             return False
         progress = Progress(job.label, sum(len(t.slots) for t in job.transfers))
         self._progress[key] = progress
-        self._tasks[key] = asyncio.create_task(self._run(key, job, password, progress), name=f"reshard {key}")
+        self._tasks[key] = asyncio.create_task(self._run(key, job, access, progress), name=f"reshard {key}")
         return True
 
     def forget(self, key: ClusterKey) -> None:
@@ -160,18 +165,28 @@ class SlotMover:
                 await task
         self._tasks.clear()
 
-    async def _run(self, key: ClusterKey, job: Job, password: str | None, progress: Progress) -> None:
+    async def _run(self, key: ClusterKey, job: Job, access: RedisAccess, progress: Progress) -> None:
         clients: dict[tuple[str, int], aioredis.Redis] = {}
+        tls: dict[str, Any] = {}
+        if access.tls_ca is not None:  # verified against the CA, not by name (see tls.py)
+            tls = {
+                "ssl": True,
+                "ssl_ca_data": access.tls_ca,
+                "ssl_cert_reqs": "required",
+                "ssl_check_hostname": False,
+            }
 
         def client(e: Endpoint) -> aioredis.Redis:
             if (e.ip, e.port) not in clients:
                 clients[(e.ip, e.port)] = aioredis.Redis(
                     host=e.ip,
                     port=e.port,
-                    password=password,
+                    username=access.username,
+                    password=access.password,
                     socket_timeout=self._migrate_timeout_ms / 1000 + 5,
                     socket_connect_timeout=2,
                     decode_responses=False,
+                    **tls,
                 )
             return clients[(e.ip, e.port)]
 
@@ -180,8 +195,8 @@ class SlotMover:
                 progress.current = (f"{t.source.ip}:{t.source.port}", f"{t.target.ip}:{t.target.port}")
                 for first in range(0, len(t.slots), self._group):
                     group = t.slots[first : first + self._group]
-                    step = functools.partial(self._move, client, t, group, job, password)
-                    await self._with_retries(key, progress, step)
+                    step = functools.partial(self._move, client, t, group, job, access)
+                    await self._with_retries(key, progress, step, access.password)
                     progress.slots_done += len(group)
         finally:
             progress.finished = True
@@ -193,7 +208,7 @@ class SlotMover:
                 self._notify(key)
 
     async def _with_retries(
-        self, key: ClusterKey, progress: Progress, step: Callable[[], Awaitable[int]]
+        self, key: ClusterKey, progress: Progress, step: Callable[[], Awaitable[int]], password: str | None
     ) -> None:
         delay = 0.1
         while True:
@@ -205,7 +220,10 @@ class SlotMover:
             except (rexc.RedisError, OSError, _Retry) as exc:
                 progress.errors += 1
                 metrics.observe_migration(*key, 0, 1)
-                progress.last_error = f"{type(exc).__name__}: {exc}"[:300]
+                error = f"{type(exc).__name__}: {exc}"
+                if password:  # the error reaches Events and status: never the password in it
+                    error = error.replace(password, "***")
+                progress.last_error = error[:300]
                 log.info("slot move failed, retrying in %.1fs: %s", delay, progress.last_error)
                 await asyncio.sleep(delay)  # backoff before the retry, not synchronisation
                 delay = min(delay * 2, 5.0)
@@ -216,7 +234,7 @@ class SlotMover:
         t: Transfer,
         slots: tuple[int, ...],
         job: Job,
-        password: str | None,
+        access: RedisAccess,
     ) -> int:
         """Move ``slots`` (module docstring: each step one pipeline); the number of keys moved."""
         src, dst = client(t.source), client(t.target)
@@ -224,7 +242,12 @@ class SlotMover:
         await _pipeline(dst, importing, ok_if="already the owner")
         migrating = [("CLUSTER", "SETSLOT", s, "MIGRATING", t.target.node_id) for s in slots]
         await _pipeline(src, migrating, ok_if="not the owner")
-        auth = ("AUTH", password) if password else ()
+        # the source logs in to the target as the operator's user (over TLS with tls-cluster yes)
+        auth: tuple[str, ...] = ()
+        if access.password and access.username:
+            auth = ("AUTH2", access.username, access.password)
+        elif access.password:
+            auth = ("AUTH", access.password)
         moved = 0
         pending = list(slots)
         while pending:

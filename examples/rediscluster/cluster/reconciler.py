@@ -10,7 +10,11 @@ costs reads only, no write):
    shards' first pods get the restore init container, and slots without keys go back to the
    shard that held them in the backup);
 2. observe every pod: Kubernetes facts from the cache, ``CLUSTER NODES``/``INFO`` with a short
-   timeout (``cluster.admin``);
+   timeout (``cluster.admin``), every connection (and the mover's) as ``RedisAccess`` says: over
+   TLS verified against ``ca.crt`` with ``spec.tls``, as ``pyctrl-operator`` with ``spec.users``;
+   with ``spec.users`` the ACL Secret is written (rules checked on a node first) before the
+   children, and a refused TLS Secret or user is ``InvalidSpec`` like a bad spec (:class:`Security`,
+   the controller's replication-mode steps);
 3. ``cluster.plan`` and its actions in order (labels, MEET, ADDSLOTSRANGE, REPLICATE, FORGET);
    the first failing action ends the sequence and the reconcile requeues. Slot moves go to the
    background ``SlotMover`` (one job per cluster; a shards change while one runs waits for it,
@@ -19,7 +23,9 @@ costs reads only, no write):
 4. once the plan is converged, nothing else was done and no slot moves, ``cluster.rollout`` takes
    the next step of a template change's rollout (one pod restart or one planned ``CLUSTER
    FAILOVER``, one shard at a time); its revisions and ``Progressing`` condition go to the status;
-5. status (``cluster.status``) written only when it changed; Events when a shard's master changed
+5. when nothing else was done: certificates re-read (``CONFIG SET tls-cert-file ...``) and the ACL
+   file loaded (``ACL LOAD``) on every node that lags, as in replication mode;
+6. status (``cluster.status``) written only when it changed; Events when a shard's master changed
    (``FailoverCompleted``) and when a resharding starts or ends; requeue after 10 s when
    converged (Redis Cluster fails shards over by itself: the periodic look keeps labels and
    status following the real roles), 1 s while work is under way.
@@ -29,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping
+from typing import Protocol
 
 from examples.rediscluster import metrics as base_metrics
 from examples.rediscluster import redis_admin
@@ -58,7 +65,7 @@ from examples.rediscluster.cluster.rollout import ClusterRollout
 from examples.rediscluster.cluster.slots import parse_ranges
 from examples.rediscluster.cluster.status import Resharding, cluster_status
 from examples.rediscluster.observe import ordinal, pod_ready
-from examples.rediscluster.redis_admin import RedisConnection
+from examples.rediscluster.redis_admin import RedisAccess, RedisConnection
 from examples.rediscluster.resources import REDIS_PORT, ROLE_LABEL, InvalidSpec, selector_labels
 from examples.rediscluster.rollout import RolloutDecision, progressing_condition
 from pyctrl import Result
@@ -69,11 +76,27 @@ from pyctrl.controllerutil import set_controller_reference
 from pyctrl.log import get_logger
 from pyctrl.recorder import EventRecorder
 
-__all__ = ["ClusterModeReconciler"]
+__all__ = ["ClusterModeReconciler", "Security"]
 
 STEADY_REQUEUE = 10.0
 ACTING_REQUEUE = 1.0
 log = get_logger("rediscluster.cluster")
+
+
+class Security(Protocol):
+    """TLS and ACL users of one reconcile, carried out as in replication mode (the controller's)."""
+
+    #: why the TLS Secret is refused (nothing is applied then), if it is
+    tls_invalid: str | None
+
+    async def write_users(self, checker: RedisConnection | None) -> str | None:
+        """Write the ACL Secret once ``checker`` (a node that answers) accepted the rules; the
+        refusal naming the field, if any."""
+        ...
+
+    async def reload(self, answering: Mapping[str, RedisConnection]) -> bool:
+        """Certificates re-read and the ACL file loaded where not yet; True while some pod lags."""
+        ...
 
 
 class ClusterModeReconciler:
@@ -105,8 +128,15 @@ class ClusterModeReconciler:
         self.rollout.forget(namespace, name)
         cluster_metrics.forget(namespace, name, 100)
 
-    async def reconcile(self, cluster: RedisCluster, password: str | None, now: str) -> Result:
-        pods, members = await self._observe(cluster, password)
+    async def reconcile(
+        self, cluster: RedisCluster, access: RedisAccess, now: str, security: Security
+    ) -> Result:
+        """``access``: how the operator reaches every node (its ACL user with ``spec.users``, the CA
+        with ``spec.tls``); ``security`` keeps the users and certificates (see :class:`Security`)."""
+        pods, members = await self._observe(cluster, access)
+        answering = {
+            m.pod: access.at(m.ip, m.port, self.io_timeout) for m in members if m.ip and m.facts is not None
+        }
         restore = await restore_state(
             self.client, self.recorder, cluster, pods, image=self.backup_image, now=now
         )
@@ -116,15 +146,21 @@ class ClusterModeReconciler:
             cluster.spec.replicas_per_shard,
             recorded=_homes(cluster, restore.slot_homes),
         )
-        invalid = await self._ensure_children(cluster, the_plan.statefulset_replicas, restore)
-        acted = await self._execute(cluster, pods, members, the_plan, password)
-        resharding = self._resharding(cluster, members, the_plan, password)
+        users_invalid = await security.write_users(next(iter(answering.values()), None))
+        invalid = (
+            security.tls_invalid
+            or users_invalid
+            or await self._ensure_children(cluster, the_plan.statefulset_replicas, restore)
+        )
+        acted = await self._execute(cluster, pods, members, the_plan, access)
+        resharding = self._resharding(cluster, members, the_plan, access)
         converged = the_plan.converged and resharding is None
         idle = converged and not acted and invalid is None and restore.blocked is None
         rollout = await self.rollout.step_cluster(
-            cluster, pods, members, password, idle=idle, io_timeout=self.io_timeout
+            cluster, pods, members, access, idle=idle, io_timeout=self.io_timeout
         )
         acted = acted or rollout.step is not None
+        reloading = not acted and await security.reload(answering)
         settled = await self._update_status(
             cluster,
             members=members,
@@ -135,7 +171,7 @@ class ClusterModeReconciler:
             restored=restore.condition,
             rollout=rollout,
         )
-        settled = settled and not rollout.in_progress
+        settled = settled and not rollout.in_progress and not reloading
         return Result(requeue_after=STEADY_REQUEUE if settled and not acted else ACTING_REQUEUE)
 
     async def _ensure_children(
@@ -155,7 +191,7 @@ class ClusterModeReconciler:
         return None
 
     async def _observe(
-        self, cluster: RedisCluster, password: str | None
+        self, cluster: RedisCluster, access: RedisAccess
     ) -> tuple[dict[str, Pod], list[Member]]:
         listed = await self.client.list(Pod, namespace=cluster.namespace, labels=selector_labels(cluster))
         pods = {p.name: p for p in listed if ordinal(p) >= 0 and not p.metadata.deletion_timestamp}
@@ -165,9 +201,7 @@ class ClusterModeReconciler:
             facts = None
             if ip:
                 try:
-                    facts = await admin.cluster_facts(
-                        RedisConnection(ip, REDIS_PORT, password, self.io_timeout)
-                    )
+                    facts = await admin.cluster_facts(access.at(ip, REDIS_PORT, self.io_timeout))
                 except redis_admin.RedisAdminError:
                     facts = None
             labels = pod.metadata.labels or {}
@@ -190,7 +224,7 @@ class ClusterModeReconciler:
         pods: dict[str, Pod],
         members: list[Member],
         the_plan: Plan,
-        password: str | None,
+        access: RedisAccess,
     ) -> bool:
         by_pod = {m.pod: m for m in members}
         acted = False
@@ -199,7 +233,7 @@ class ClusterModeReconciler:
             ip = by_pod[pod].ip
             if ip is None:
                 raise redis_admin.RedisUnavailable("", REDIS_PORT, f"pod {pod} has no IP yet")
-            return RedisConnection(ip, REDIS_PORT, password, self.io_timeout)
+            return access.at(ip, REDIS_PORT, self.io_timeout)
 
         for action in the_plan.actions:
             try:
@@ -256,7 +290,7 @@ class ClusterModeReconciler:
         return acted
 
     def _resharding(
-        self, cluster: RedisCluster, members: list[Member], the_plan: Plan, password: str | None
+        self, cluster: RedisCluster, members: list[Member], the_plan: Plan, access: RedisAccess
     ) -> Resharding | None:
         """Hand the plan's moves to the mover (unless a job runs); what the status should say."""
         key = (cluster.namespace, cluster.name)
@@ -302,7 +336,7 @@ class ClusterModeReconciler:
             Transfer(endpoint(mv.source), endpoint(mv.target), mv.slots) for mv in the_plan.moves
         )
         job = Job(_label(cluster, the_plan), transfers, masters)
-        self.mover.submit(key, job, password)
+        self.mover.submit(key, job, access)
         moves = ", ".join(f"{len(mv.slots)} {mv.source} -> {mv.target}" for mv in the_plan.moves)
         self.recorder.event(cluster, "Normal", "ReshardingStarted", f"{job.label}: moving slots {moves}")
         return Resharding(job.label, sum(len(t.slots) for t in transfers))

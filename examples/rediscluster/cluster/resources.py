@@ -23,6 +23,12 @@ handling, persistence, resources and PodDisruptionBudget) with these differences
 - Services: only the headless one (``<name>-headless``, ports redis and bus): clients are
   cluster-aware and learn the slot map from any node (``CLUSTER SLOTS``), which replaces the
   master Service of replication mode;
+- TLS (``spec.tls``): replication mode's lines (``port 0``, ``tls-port 6379``, ``tls-replication
+  yes``, the Secret mounted) plus ``tls-cluster yes``: the bus on 16379 and the nodes' MIGRATE
+  connections run over TLS; the probes and preStop use ``redis-cli --tls --cacert``;
+- ACL users (``spec.users``): replication mode's ACL file (``aclfile``, ``masteruser
+  pyctrl-replication``; ``masterauth`` from the ``<name>-acl`` Secret through stdin, never argv),
+  whose operator user holds the cluster commands too (``users.CLUSTER_OPERATOR_RULES``);
 - ``redisConfig`` may not set the ``cluster-*`` directives the operator manages
   (:data:`CLUSTER_MANAGED_KEYS`): ``InvalidSpec`` naming the field.
 """
@@ -32,6 +38,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from examples.rediscluster import tls
 from examples.rediscluster.api import RedisCluster, RedisClusterSpec
 from examples.rediscluster.cluster.slots import pods_for
 from examples.rediscluster.resources import (
@@ -76,6 +83,7 @@ def cluster_redis_conf(spec: RedisClusterSpec) -> str:
         "\n".join(
             [
                 *base,
+                *([tls.CLUSTER_CONF_LINE] if spec.tls is not None else []),
                 "cluster-enabled yes",
                 "cluster-config-file nodes.conf",
                 f"cluster-node-timeout {spec.down_after_milliseconds}",
@@ -110,6 +118,8 @@ def _start_script(spec: RedisClusterSpec) -> str:
     )
     if not spec.enable_persistence:
         start = f"{_FENCE}\n{start}"
+    if spec.users is not None:  # the ACL file holds every user; replicas log in as the replication user
+        return f'{start} - <<EOF\nmasterauth "$REPLICATION_PASSWORD"\nEOF\n'
     if spec.auth is None:
         return start
     return f'{start} - <<EOF\nrequirepass "$REDIS_PASSWORD"\nmasterauth "$REDIS_PASSWORD"\nEOF\n'

@@ -43,7 +43,7 @@ from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.cluster import admin
 from examples.rediscluster.cluster.plan import Member
 from examples.rediscluster.cluster.slots import pods_for, shard_of
-from examples.rediscluster.redis_admin import RedisAdminError, RedisConnection
+from examples.rediscluster.redis_admin import RedisAccess, RedisAdminError
 from examples.rediscluster.rollout import (
     MAX_LAG_BYTES,
     Restart,
@@ -185,7 +185,7 @@ class ClusterRollout(Rollout):
         cluster: RedisCluster,
         pods: Mapping[str, Pod],
         members: Sequence[Member],
-        password: str | None,
+        access: RedisAccess,
         *,
         idle: bool,
         io_timeout: float,
@@ -223,9 +223,7 @@ class ClusterRollout(Rollout):
             target = next(m for m in members if m.pod == s.pod)
             assert target.ip is not None  # an in-sync member answers at its IP
             try:
-                await admin.failover(
-                    RedisConnection(target.ip, target.port, password, io_timeout), FAILOVER_TIMEOUT
-                )
+                await admin.failover(access.at(target.ip, target.port, io_timeout), FAILOVER_TIMEOUT)
             except RedisAdminError as exc:
                 log.info(
                     "Rollout failover failed; will retry", cluster=cluster.name, pod=s.pod, error=str(exc)

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from pyctrl.client import NotFound
+from pyctrl.client import NotFound, ServerTimeout
 from pyctrl.client.rest import Transport
 
 __all__ = ["Convergence", "create_items", "create_namespace", "delete_namespace", "item_names"]
@@ -49,12 +49,22 @@ async def delete_namespace(t: Transport, ns: str, timeout: float = 600.0) -> Non
     """Delete ``ns`` and wait until it is gone (so the next run starts on a quiet apiserver).
 
     Its Items go first, in one collection delete: the namespace controller would delete 100,000
-    of them one by one."""
-    with contextlib.suppress(NotFound):
-        await t.request("DELETE", _ITEMS.format(ns=ns), request_timeout=timeout)
+    of them one by one. The apiserver answers a collection delete that outlives its own request
+    timeout (60 s) with 504 and stops there: it is sent again (each round deletes more) until it
+    completes or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            await t.request("DELETE", _ITEMS.format(ns=ns), request_timeout=timeout)
+            break
+        except NotFound:
+            break
+        except ServerTimeout:
+            if time.monotonic() >= deadline:
+                raise
+            print(f"bench: deleting the Items of {ns}: 504 (request timeout), sent again", flush=True)
     with contextlib.suppress(NotFound):
         await t.request("DELETE", f"/api/v1/namespaces/{ns}")
-    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             await t.request("GET", f"/api/v1/namespaces/{ns}")

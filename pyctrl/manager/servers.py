@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
-from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from pyctrl._httpserver import HTTPServer
 from pyctrl.healthz import Checker, run_checks
 from pyctrl.metrics import registry
+
+if TYPE_CHECKING:  # imported when an application is built (pyctrl._httpserver says why)
+    from aiohttp import web
 
 __all__ = ["HTTPServer", "health_app", "metrics_app", "parse_bind_address"]
 
@@ -31,6 +34,8 @@ def parse_bind_address(address: str) -> tuple[str, int] | None:
 
 
 def metrics_app() -> web.Application:
+    from aiohttp import web
+
     async def metrics(_: web.Request) -> web.Response:
         body = await asyncio.get_running_loop().run_in_executor(None, generate_latest, registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
@@ -41,6 +46,8 @@ def metrics_app() -> web.Application:
 
 
 def health_app(healthz: dict[str, Checker], readyz: dict[str, Checker]) -> web.Application:
+    from aiohttp import web
+
     def endpoint(checks: dict[str, Checker]) -> Callable[[web.Request], Awaitable[web.Response]]:
         async def handle(request: web.Request) -> web.Response:
             only = request.match_info.get("name")

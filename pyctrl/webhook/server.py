@@ -33,10 +33,9 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from aiohttp import web
 from prometheus_client import Counter, Gauge, Histogram
 
 from pyctrl._httpserver import HTTPServer
@@ -44,6 +43,9 @@ from pyctrl.log import get_logger
 from pyctrl.metrics import once, registry
 from pyctrl.webhook.admission import AdmissionRequest, AdmissionResponse, Handler, errored
 from pyctrl.webhook.conversion import ConversionHandler, convert_review
+
+if TYPE_CHECKING:  # imported when the server listens (pyctrl._httpserver says why)
+    from aiohttp import web
 
 __all__ = ["Server", "WebhookError"]
 
@@ -163,6 +165,8 @@ class Server:
     # -- serving ------------------------------------------------------------------------------
     async def listen(self) -> None:
         """Load the certificate and bind now (failures name the file or the address)."""
+        from aiohttp import web
+
         self._load_certificate()
         app = web.Application()
         app.router.add_post("/{path:.*}", self._serve)
@@ -192,6 +196,8 @@ class Server:
                 self._http = None
 
     async def _serve(self, request: web.Request) -> web.Response:
+        from aiohttp import web  # loaded by listen() already: a dict lookup
+
         path = request.path
         handler = self._handlers.get(path)
         if handler is None:

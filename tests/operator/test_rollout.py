@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -114,10 +115,20 @@ async def test_an_image_change_restarts_replicas_first_then_hands_the_master_ove
     assert len(events(c, "RolloutRestartingPod")) == 3
     assert _condition(c, "Progressing")["status"] == "False"
     assert await lost_writes(c, writes.acked) == []
+    pause = longest_pause(writes.acked)
+    gap = max(itertools.pairwise(writes.acked), key=lambda w: w[1][0] - w[0][0])
+    during = "the switchover" if gap[0][2] != gap[1][2] else f"writes to one master ({gap[0][2]})"
     print(
         f"rollout of 3 pods: {len(writes.acked)} acknowledged writes, longest pause between "
-        f"acknowledged writes {longest_pause(writes.acked):.3f}s (downAfterMilliseconds 2000)"
+        f"acknowledged writes {pause:.3f}s, during {during} (downAfterMilliseconds 2000)"
     )
+    # A crash-style failover cannot end a pause shorter than downAfterMilliseconds: the master
+    # must first be unreachable that long before anyone is promoted. A pause under 2 s therefore
+    # proves the writes moved through the planned switchover (FAILOVER TO); the bound is that
+    # property, not a speed (issue 17 aims at 1.5 s; the benchmark's medians are the figures,
+    # benchmarks/README.md). Seen in 7 runs of this test on this machine (load 3-8): 0.13-1.09 s,
+    # the 1.09 s one between two writes to the same master (a replica's restart, not the handover).
+    assert pause < 2.0, f"longest pause {pause:.3f}s: as long as a crash failover's detection"
 
 
 async def test_a_rollout_interrupted_by_a_crashed_replica_pauses_then_completes(

@@ -158,3 +158,14 @@ def test_a_kubernetes_asyncio_imported_in_full_first_is_used_as_it_is(tmp_path: 
         kubeconfig=_kubeconfig(tmp_path),
     )
     assert out == {"auth": "Bearer from-the-plugin", "same": True}
+
+
+def test_importing_pyctrl_loads_neither_the_generated_client_nor_the_http_server() -> None:
+    out = _run(
+        f"""
+        import pyctrl, pyctrl.client, pyctrl.manager, pyctrl.webhook
+        print(json.dumps({{"loaded": [m for m in {(*_GENERATED, "aiohttp.web", "kubernetes_asyncio")!r}
+                                       if m in sys.modules]}}))
+        """
+    )
+    assert out == {"loaded": []}

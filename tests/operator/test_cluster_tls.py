@@ -5,9 +5,10 @@ One cluster goes through it all, so the few minutes it takes are spent once: TLS
 with the cluster bus over TLS (``tls-cluster yes``; ``redis-cli --tls --cacert -c`` follows the
 slot map, plaintext is refused), each user allowed its rules and refused the rest, the operator's
 own user running cluster commands but reading no key, a rotated certificate served without a
-restart, a hung shard master failed over by Redis's election over the TLS bus, and a resharding
+restart, a hung shard master failed over by Redis's election over the TLS bus, a resharding
 3 -> 4 shards under acknowledged writes whose MIGRATEs run node to node over TLS as the operator's
-ACL user (``AUTH2``) and lose no key. Then no password or private key is in any argv, ConfigMap,
+ACL user (``AUTH2``) and lose no key, and a per-shard backup read over TLS as the replication
+user. Then no password or private key is in any argv, ConfigMap,
 status, Event, StatefulSet, pod or operator log line.
 """
 
@@ -36,6 +37,7 @@ from examples.rediscluster.redis_admin import RedisAccess, RedisAdminError
 from pyctrl.testing import eventually
 from tests._certs import CertAuthority, secret_data
 from tests.operator.conftest import Cluster, RunningOperator, true
+from tests.operator.test_backup import Backups, create_claim
 from tests.operator.test_users import _every_cmdline
 
 pytestmark = pytest.mark.controlplane
@@ -243,6 +245,17 @@ async def test_a_tls_cluster_with_users_forms_rotates_fails_over_and_reshards_ov
     assert _restarts(c) == before
 
     await _failover_and_resharding_lose_nothing(setup)
+
+    # a backup: each shard's RDB read over TLS as the replication user, its slots checked on its
+    # master (CLUSTER NODES) over TLS too
+    create_claim(c.envtest, c.namespace, "backups")
+    backups = Backups(c.envtest, c.namespace)
+    backups.create("ctls-backup", "ctls", {"pvc": {"claimName": "backups"}})
+    done = await eventually(
+        lambda: backups.finished("ctls-backup"), within=180, what="the backup finished", interval=0.5
+    )
+    assert done["phase"] == "Succeeded", done
+    assert len(done["shards"]) == 4
     secrets_of = [
         *PASSWORDS.values(),
         setup.operator_pw,
@@ -382,6 +395,8 @@ def _nothing_leaked(c: Cluster, caplog: pytest.LogCaptureFixture, secrets: list[
             c.envtest.http.get(f"/api/v1/namespaces/{c.namespace}/configmaps"),
             _events(c),
             c.envtest.http.get(f"/apis/apps/v1/namespaces/{c.namespace}/statefulsets"),
+            c.envtest.http.get(f"/apis/batch/v1/namespaces/{c.namespace}/jobs"),
+            c.envtest.http.get(f"/apis/redis.pyctrl.dev/v1alpha1/namespaces/{c.namespace}/redisbackups"),
             c.pods(),
         ]
     )

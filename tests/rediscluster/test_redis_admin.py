@@ -84,6 +84,12 @@ def _monitoring(server: RedisServer) -> bool:
         return any("O" in str(client["flags"]) for client in c.client_list())
 
 
+def _connections(server: RedisServer) -> int:
+    """How many connections ``server`` has accepted, this one included."""
+    with server.client() as c:
+        return int(c.info("stats")["total_connections_received"])
+
+
 async def _listed_online(master: RedisServer, replica: tuple[str, int]) -> bool:
     return replica in (await master.admin().observe()).online_replicas
 
@@ -170,8 +176,9 @@ async def test_failover_to_pauses_writes_checks_the_target_offset_then_forces_th
 ) -> None:
     """The master runs CLIENT PAUSE WRITE, FAILOVER and CLIENT UNPAUSE once each; MONITOR shows no
     write executed from the pause on (the FAILOVER ... FORCE is sent only once the target has
-    processed the frozen offset, so Redis need not wait for the replica's once-a-second ACK); and
-    every write a concurrent writer had acknowledged is on the new master."""
+    processed the frozen offset, so Redis need not wait for the replica's once-a-second ACK); the
+    handover polls each server on one connection (a connection per poll lengthened the pause
+    under load); and every write a concurrent writer had acknowledged is on the new master."""
     m, r = redis_servers.start(2)
     await replicate(r, m)
     await eventually(
@@ -200,7 +207,13 @@ async def test_failover_to_pauses_writes_checks_the_target_offset_then_forces_th
     writer = asyncio.create_task(write())
     try:
         await eventually(lambda: len(acked) >= 50, within=10.0, what="writes flowing")
+        before = {"master": _connections(m), "target": _connections(r)}
         await m.admin().failover_to(r.admin())
+        # after - before - 1: the reading connection of ``after`` itself counts too
+        opened = {
+            "master": _connections(m) - before["master"] - 1,
+            "target": _connections(r) - before["target"] - 1,
+        }
         await asyncio.wait_for(writer, timeout=10.0)
         await eventually(lambda: "INFO replication" in seen, within=10.0, what="the pause's INFO seen")
     finally:
@@ -218,6 +231,7 @@ async def test_failover_to_pauses_writes_checks_the_target_offset_then_forces_th
         "failover": 1,
         "client|unpause": 1,
     }
+    assert opened == {"master": 1, "target": 2}  # the target's: the handover's and the old master's link
     assert (await r.admin().observe()).role is Role.MASTER
     with r.client() as c:
         assert c.mget([f"w{i}" for i in acked]) == [str(i) for i in acked]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from typing import TypeVar
 
@@ -332,6 +333,24 @@ def test_scale_out_moves_a_quarter_of_the_slots_to_the_new_shard() -> None:
     moves = of(p.actions, MoveSlots)
     assert {m.target for m in moves} == {"c-6"}
     assert sum(len(m.slots) for m in moves) == SLOTS // 4
+
+
+def test_scale_out_waits_until_the_new_master_knows_the_slots_of_each_source() -> None:
+    """A node learns a peer's slots from its pings, after the MEET; IMPORTING before that would
+    leave the slot unbound on the target for good (an importing node ignores the owner's claim)."""
+    w = World(8).formed(3)
+    w.master_of[7] = w.ids[6]
+    members = w.members()
+    new = members[6]
+    assert new.facts is not None
+    blind = dataclasses.replace(new.facts.peers[w.ids[2]], slots=frozenset())  # c-2 seen, its slots not
+    members[6] = dataclasses.replace(
+        new, facts=dataclasses.replace(new.facts, peers={**new.facts.peers, w.ids[2]: blind})
+    )
+    p = plan(members, 4, 1)
+    assert of(p.actions, MoveSlots) == []
+    assert of(p.actions, Wait) == [Wait("c-6 does not know the slots c-2 serves yet")]
+    assert of(plan(w.members(), 4, 1).actions, MoveSlots)  # once it does, the moves follow
 
 
 def test_scale_in_drains_then_forgets_then_shrinks_the_statefulset() -> None:

@@ -32,7 +32,11 @@ the pod patch for labels, ``cluster.mover`` for slot moves in the background). M
    replicas: its slots then go back to the shard's pod by rule 3). Departing shards (scale-in)
    are forgotten once they serve no slot; only then does :attr:`Plan.statefulset_replicas` drop.
 6. **Rebalance** (``slots.rebalance``): once every pod answers, every slot is served and every
-   shard has a master, :class:`MoveSlots` until each shard holds 16384/N ± 1.
+   shard has a master, :class:`MoveSlots` until each shard holds 16384/N ± 1 — each move only
+   once its target's view gives the source the slots the source serves (a node learns a peer's
+   slots from its pings, not from the MEET, and an IMPORTING node stops updating the slot's
+   owner: importing before it knew would leave the slot unbound there, MIGRATE answered
+   ``CLUSTERDOWN Hash slot not served`` for ever).
 
 Role and shard labels follow what Redis reports. Same observations, same plan; a converged cluster
 gives an empty plan. The vocabulary (:class:`Member`, the actions, :class:`Plan`) is in
@@ -335,6 +339,12 @@ def _rebalance(c: _Cluster) -> list[Action]:
     grouped: dict[tuple[int, int], list[int]] = {}
     for move in rebalance(owned, c.shards):
         grouped.setdefault((move.source, move.target), []).append(move.slot)
+    for src, dst in grouped:  # an IMPORTING node stops learning the slot's owner: it must know it
+        source, target = pod_of[src], pod_of[dst]
+        assert target.facts is not None
+        view = target.facts.peers.get(source.node_id or "")
+        if view is None or view.slots != source.slots:
+            return [Wait(f"{target.pod} does not know the slots {source.pod} serves yet")]
     return [
         MoveSlots(pod_of[src].pod, pod_of[dst].pod, tuple(slots))
         for (src, dst), slots in sorted(grouped.items())

@@ -1,14 +1,17 @@
 """The background slot mover (``cluster.mover``) against three real cluster-mode redis-servers, no
 Kubernetes: every slot and key of a transfer ends on the target with nothing left open, a repeat
-is a no-op, and a group of slots shares each step's round trip (Redis's own read counter)."""
+is a no-op, and a group of slots shares each step's round trip (Redis's own read counter); and
+``outdated``, the pure check that makes the reconcile cancel a job a failover or restart
+overtook."""
 
 from __future__ import annotations
 
 import pytest
 from redis.crc import key_slot
 
-from examples.rediscluster.cluster.mover import Endpoint, Job, SlotMover, Transfer
-from examples.rediscluster.cluster.nodes import parse_cluster_nodes
+from examples.rediscluster.cluster.mover import Endpoint, Job, SlotMover, Transfer, outdated
+from examples.rediscluster.cluster.nodes import NodeFacts, PeerView, parse_cluster_nodes
+from examples.rediscluster.cluster.plan import Member
 from examples.rediscluster.redis_admin import RedisAccess
 from pyctrl.envtest import poll_until
 from pyctrl.testing import eventually
@@ -173,3 +176,68 @@ async def test_a_failing_step_is_retried_for_its_group_and_counted_losing_nothin
 def test_a_batch_or_group_below_one_is_refused(batch: int, group: int) -> None:
     with pytest.raises(ValueError, match="must be >= 1"):
         SlotMover(lambda key: None, batch=batch, group=group)
+
+
+A, B, C = "A" * 40, "B" * 40, "C" * 40  # node IDs
+
+
+def _member(ordinal: int, node_id: str | None, slots: range = range(0), *, master: bool = True) -> Member:
+    """Pod ``m-<ordinal>`` at 10.0.0.<ordinal>; ``node_id`` None: it does not answer."""
+    ip = f"10.0.0.{ordinal}"
+    facts = None
+    if node_id is not None:
+        me = PeerView(
+            node_id,
+            ip,
+            6379,
+            frozenset({"myself", "master" if master else "slave"}),
+            None if master else "other",
+            0,
+            True,
+            frozenset(slots),
+        )
+        facts = NodeFacts(node_id, {node_id: me})
+    return Member(f"m-{ordinal}", ordinal, ip, 6379, True, facts=facts)
+
+
+def _job() -> Job:
+    """Slots 0-9 from node A (m-0) to node C (m-2); m-1 (node B) serves 10-16383."""
+    a, b, c = (Endpoint(f"10.0.0.{i}", 6379, n) for i, n in enumerate((A, B, C)))
+    return Job("resharding to 3 shards", (Transfer(a, c, tuple(range(10))),), (a, b, c))
+
+
+@pytest.mark.parametrize(
+    ("members", "why"),
+    [
+        # half moved, every node where the job expects it: the job goes on
+        (
+            [_member(0, A, range(5, 10)), _member(1, B, range(10, 100)), _member(2, C)],
+            None,
+        ),
+        # the source does not answer (a slow or restarting pod): the mover's retries wait for it
+        ([_member(0, None), _member(1, B, range(10, 100)), _member(2, C)], None),
+        # the source failed over and answers as a replica
+        (
+            [_member(0, A, master=False), _member(1, B), _member(2, C)],
+            "is a replica now",
+        ),
+        # the source is down and another master (its replica, elected) serves the unmoved slots
+        (
+            [_member(0, None), _member(1, B, range(5, 100)), _member(2, C)],
+            "serves 5 of the slots",
+        ),
+        # the source's pod came back as a new node
+        ([_member(0, "D" * 40, range(5, 10)), _member(1, B), _member(2, C)], "no pod's node"),
+        # the target's pod restarted with its nodes.conf at a new address
+        ([_member(0, A), _member(1, B), _member(9, C)], "answers at 10.0.0.9:6379"),
+    ],
+)
+def test_a_running_job_is_outdated_once_a_failover_or_restart_changed_its_source_or_target(
+    members: list[Member], why: str | None
+) -> None:
+    reason = outdated(_job(), members)
+    if why is None:
+        assert reason is None
+    else:
+        assert reason is not None
+        assert why in reason

@@ -33,7 +33,9 @@ A failing command (timeout, BUSYKEY, a node down) fails its group's step, which 
 whole group, from step 1) with exponential backoff (0.1 s to 5 s) and counted in
 :class:`Progress` (``errors``, ``last_error``); keys are never deleted other
 than by MIGRATE itself, so none is lost or duplicated. ``stop()`` cancels every task (a slot may
-stay open: the next leader finishes it).
+stay open: the next leader finishes it). A failure that retrying cannot cure — a failover or a
+pod restart under the job — is for the reconcile to see: :func:`outdated` says when the job no
+longer fits what the nodes answer, and the reconcile then cancels it (``forget``) and plans again.
 """
 
 from __future__ import annotations
@@ -51,9 +53,10 @@ import redis.asyncio as aioredis
 import redis.exceptions as rexc
 
 from examples.rediscluster.cluster import metrics
+from examples.rediscluster.cluster.plan_types import Member
 from examples.rediscluster.redis_admin import RedisAccess
 
-__all__ = ["Endpoint", "Job", "Progress", "SlotMover", "Transfer"]
+__all__ = ["Endpoint", "Job", "Progress", "SlotMover", "Transfer", "outdated"]
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +107,39 @@ class _Retry(Exception):
     pass
 
 
+def outdated(job: Job, members: Sequence[Member]) -> str | None:
+    """Why the running ``job`` no longer fits the observed cluster, or None while it does.
+
+    A job is planned from one observation; a failover or a pod restart under it would make its
+    steps fail for ever (SETSLOT on a replica, MIGRATE to an old address), so the reconcile
+    cancels it and plans again when, for some transfer:
+
+    - its source or target node answers as a replica (its shard failed over), or at another address;
+    - another answering master serves some of its slots (the source's replica took them over);
+    - every pod answers and none is its source or target node any more (a pod came back as a new
+      node).
+
+    A node that does not answer changes nothing: the mover's retries wait for it."""
+    by_id = {m.node_id: m for m in members if m.reachable and m.node_id}
+    all_answer = all(m.reachable for m in members)
+    for t in job.transfers:
+        for end in (t.source, t.target):
+            m = by_id.get(end.node_id)
+            if m is None:
+                if all_answer:
+                    return f"node {end.node_id[:8]} is no pod's node any more"
+            elif not m.is_master:
+                return f"{m.pod} (node {end.node_id[:8]}) is a replica now"
+            elif (m.ip, m.port) != (end.ip, end.port):
+                return f"{m.pod} (node {end.node_id[:8]}) answers at {m.ip}:{m.port} now"
+        moving = set(t.slots)
+        for m in by_id.values():
+            ends = (t.source.node_id, t.target.node_id)
+            if m.node_id not in ends and m.is_master and (taken := m.slots & moving):
+                return f"{m.pod} serves {len(taken)} of the slots moving to {t.target.ip}"
+    return None
+
+
 class SlotMover:
     """One background migration task per cluster; see the module docstring."""
 
@@ -125,6 +161,7 @@ class SlotMover:
         self._migrate_timeout_ms = migrate_timeout_ms
         self._tasks: dict[ClusterKey, asyncio.Task[None]] = {}
         self._progress: dict[ClusterKey, Progress] = {}
+        self._jobs: dict[ClusterKey, Job] = {}
 
     def running(self, key: ClusterKey) -> bool:
         task = self._tasks.get(key)
@@ -134,6 +171,10 @@ class SlotMover:
         """The running (or last finished) job's progress."""
         return self._progress.get(key)
 
+    def job(self, key: ClusterKey) -> Job | None:
+        """The running (or last finished) job."""
+        return self._jobs.get(key)
+
     def submit(self, key: ClusterKey, job: Job, access: RedisAccess) -> bool:
         """Start ``job`` unless one runs for ``key`` already (then False); ``access``: how every
         node is reached (user, password, TLS CA), and what MIGRATE authenticates with."""
@@ -141,6 +182,7 @@ class SlotMover:
             return False
         progress = Progress(job.label, sum(len(t.slots) for t in job.transfers))
         self._progress[key] = progress
+        self._jobs[key] = job
         self._tasks[key] = asyncio.create_task(self._run(key, job, access, progress), name=f"reshard {key}")
         return True
 
@@ -149,6 +191,7 @@ class SlotMover:
         if task is not None:
             task.cancel()
         self._progress.pop(key, None)
+        self._jobs.pop(key, None)
 
     async def start(self, stop: asyncio.Event) -> None:
         try:

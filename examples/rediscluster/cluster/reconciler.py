@@ -19,7 +19,8 @@ costs reads only, no write):
    the first failing action ends the sequence and the reconcile requeues. Slot moves go to the
    background ``SlotMover`` (one job per cluster; a shards change while one runs waits for it,
    reported in the Resharding condition, as are failing migration steps, with a
-   ``SlotMigrationFailed`` Warning Event);
+   ``SlotMigrationFailed`` Warning Event; a job that a failover or restart overtook,
+   ``mover.outdated``, is cancelled with a ``ReshardingInterrupted`` Warning and planned again);
 4. once the plan is converged, nothing else was done and no slot moves, ``cluster.rollout`` takes
    the next step of a template change's rollout (one pod restart or one planned ``CLUSTER
    FAILOVER``, one shard at a time); its revisions and ``Progressing`` condition go to the status;
@@ -44,7 +45,7 @@ from examples.rediscluster.backup.restore import RestoreState, restore_state
 from examples.rediscluster.children import ensure
 from examples.rediscluster.cluster import admin
 from examples.rediscluster.cluster import metrics as cluster_metrics
-from examples.rediscluster.cluster.mover import Endpoint, Job, SlotMover, Transfer
+from examples.rediscluster.cluster.mover import Endpoint, Job, SlotMover, Transfer, outdated
 from examples.rediscluster.cluster.plan import (
     SHARD_LABEL,
     AddSlots,
@@ -295,7 +296,15 @@ class ClusterModeReconciler:
         """Hand the plan's moves to the mover (unless a job runs); what the status should say."""
         key = (cluster.namespace, cluster.name)
         progress = self.mover.progress(key)
-        if progress is not None and self.mover.running(key):
+        job = self.mover.job(key)
+        if progress is not None and job is not None and self.mover.running(key):
+            if (why := outdated(job, members)) is not None:  # planned again from the next look
+                self.mover.forget(key)
+                self._errors_seen.pop(key, None)
+                self.recorder.event(
+                    cluster, "Warning", "ReshardingInterrupted", f"{progress.label}: {why}; planning again"
+                )
+                return Resharding(progress.label, progress.slots_remaining, None, progress.errors, why)
             target = f"to {cluster.spec.shards} shards"
             waiting = None
             if progress.label != _REPAIR and not progress.label.endswith(target):

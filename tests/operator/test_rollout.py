@@ -122,12 +122,12 @@ async def test_an_image_change_restarts_replicas_first_then_hands_the_master_ove
         f"rollout of 3 pods: {len(writes.acked)} acknowledged writes, longest pause between "
         f"acknowledged writes {pause:.3f}s, during {during} (downAfterMilliseconds 2000)"
     )
-    # A crash-style failover cannot end a pause shorter than downAfterMilliseconds: the master
-    # must first be unreachable that long before anyone is promoted. A pause under 2 s therefore
-    # proves the writes moved through the planned switchover (FAILOVER TO); the bound is that
-    # property, not a speed (issue 17 aims at 1.5 s; the benchmark's medians are the figures,
-    # benchmarks/README.md). Seen in 7 runs of this test on this machine (load 3-8): 0.13-1.09 s,
-    # the 1.09 s one between two writes to the same master (a replica's restart, not the handover).
+    # The path taken is proven above (masterEpoch + 1, one SwitchoverStarted, no
+    # FailoverCompleted). This bound adds that no write waited as long as a crash failover's
+    # detection window (downAfterMilliseconds, 2 s, for a master that stays unreachable); it is
+    # a property, not a speed (issue 17 names 1.5 s; the medians are benchmarks/README.md's:
+    # 0.28 s over 5 rollouts). Seen in 8 runs of this test here (load 3-8): 0.13-1.09 s, the
+    # longest between two writes to the same master (a replica's restart, not the handover).
     assert pause < 2.0, f"longest pause {pause:.3f}s: as long as a crash failover's detection"
 
 

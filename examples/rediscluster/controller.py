@@ -25,11 +25,13 @@ cluster gives none):
    ``volumes.VolumeExpander`` grows the PersistentVolumeClaims to a raised ``storageSize``;
 6. ``nodeloss.NodeLossGuard``: with ``spec.nodeLoss.forceDeletePods``, pods on a node lost for
    ``afterSeconds`` are force-deleted so the StatefulSet recreates them on a live node;
-7. with ``spec.users`` (``users.UserSync``): the user Secrets are read and the rules checked on a
-   pod before the ``<name>-acl`` Secret (the pods' ACL file) is written — a refusal is
-   ``InvalidSpec`` naming the field and applies nothing — then ``ACL LOAD`` on every pod that has
-   not loaded its generation (Event ``UsersLoaded``); the operator itself logs in as
-   ``pyctrl-operator``;
+7. with ``spec.users`` (``users.UserSync``; this step and the next in both modes: after the TLS
+   Secret and the ACL state are read, ``mode: cluster`` goes to ``cluster.reconciler`` with its
+   ``RedisAccess`` and these steps as ``cluster.reconciler.Security``): the user Secrets are
+   read and the rules checked on a pod before the ``<name>-acl`` Secret (the pods' ACL file) is
+   written — a refusal is ``InvalidSpec`` naming the field and applies nothing — then
+   ``ACL LOAD`` on every pod that has not loaded its generation (Event ``UsersLoaded``); the
+   operator itself logs in as ``pyctrl-operator``;
 8. with ``spec.tls``: every answering pod whose served certificate is not the Secret's is told to
    re-read its files (``CONFIG SET tls-cert-file ...``, no restart; Event ``CertificateReloaded``),
    again on later reconciles until it serves the new one (the node swaps the files shortly after

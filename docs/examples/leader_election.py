@@ -35,21 +35,24 @@ class Cuttable:
     def __init__(self, client: ApiClient) -> None:
         self.client = client
         self.cut = False
+        self.flowing = asyncio.Event()  # cleared: requests wait (a slow link), nothing fails
+        self.flowing.set()
 
-    def _check(self) -> None:
+    async def _check(self) -> None:
+        await self.flowing.wait()
         if self.cut:
             raise TransportError("connection refused (the example cut this candidate off)")
 
     async def get(self, kind: Any, name: str, *, namespace: str) -> Any:
-        self._check()
+        await self._check()
         return await self.client.get(kind, name, namespace=namespace)
 
     async def create(self, obj: Any) -> Any:
-        self._check()
+        await self._check()
         return await self.client.create(obj)
 
     async def update(self, obj: Any) -> Any:
-        self._check()
+        await self._check()
         return await self.client.update(obj)
 
 
@@ -85,9 +88,13 @@ async def run(kubeconfig: str, namespace: str = "default") -> None:
         await asyncio.sleep(TIMINGS["retry_period"] * 3)  # the example's pace: B tries a few times
         say(f"B is leader: {b.is_leader()} (A's Lease has not expired on B's clock)")
 
+        # B's requests are held while A releases, so the empty holder is read before B's next
+        # try can take the Lease (at 0.5 s retries, a loaded machine's GET could otherwise lose)
+        b_view.flowing.clear()
         stop_a.set()
         await tasks["A"]
         say(f"A stopped and released the Lease; holder now {await holder()}")
+        b_view.flowing.set()
         await b.elected.wait()
         say(f"B is leader; the Lease holder is {await holder()}")
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+import redis.exceptions as rexc
 import yaml
 
 from examples.rediscluster.api import RedisCluster
@@ -302,6 +303,16 @@ class PodSampler:
             self._task.result()  # a fold's failure fails the block
         else:
             self._task.exception()  # the block's own failure is the one reported
+
+
+async def reply_or_error(client: aioredis.Redis, *command: Any) -> Any:
+    """The reply to ``command`` on ``client`` (closed afterwards), or the exception Redis answered with."""
+    try:
+        return await client.execute_command(*command)  # type: ignore[no-untyped-call]
+    except rexc.RedisError as exc:
+        return exc
+    finally:
+        await client.aclose()
 
 
 async def true(value: bool) -> bool:

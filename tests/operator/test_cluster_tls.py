@@ -36,7 +36,7 @@ from redis.asyncio.cluster import RedisCluster
 from examples.rediscluster.redis_admin import RedisAccess, RedisAdminError
 from pyctrl.testing import eventually
 from tests._certs import CertAuthority, secret_data
-from tests.operator.conftest import Cluster, RunningOperator, true
+from tests.operator.conftest import Cluster, RunningOperator, reply_or_error, true
 from tests.operator.test_backup import Backups, create_claim
 from tests.operator.test_users import _every_cmdline
 
@@ -83,13 +83,7 @@ def _cluster_client(ip: str, ca: bytes, user: str) -> RedisCluster:
 
 async def _run(ip: str, ca: bytes, user: str | None, password: str | None, *command: Any) -> Any:
     """The reply to ``command`` on the node at ``ip``, or the exception Redis answered with."""
-    client = _node(ip, ca, user, password)
-    try:
-        return await client.execute_command(*command)  # type: ignore[no-untyped-call]
-    except rexc.RedisError as exc:
-        return exc
-    finally:
-        await client.aclose()
+    return await reply_or_error(_node(ip, ca, user, password), *command)
 
 
 def _cli(

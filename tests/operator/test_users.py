@@ -21,7 +21,7 @@ import redis.exceptions as rexc
 from examples.rediscluster.api import RedisCluster
 from pyctrl import Request
 from pyctrl.testing import assert_idempotent, eventually
-from tests.operator.conftest import Cluster, RunningOperator, true
+from tests.operator.conftest import Cluster, RunningOperator, reply_or_error, true
 
 pytestmark = pytest.mark.controlplane
 
@@ -42,13 +42,7 @@ def _client(c: Cluster, pod: str, user: str | None, password: str | None) -> aio
 
 async def _run(c: Cluster, pod: str, user: str | None, password: str | None, *command: Any) -> Any:
     """The reply to ``command``, or the exception Redis answered with."""
-    client = _client(c, pod, user, password)
-    try:
-        return await client.execute_command(*command)  # type: ignore[no-untyped-call]
-    except rexc.RedisError as exc:
-        return exc
-    finally:
-        await client.aclose()
+    return await reply_or_error(_client(c, pod, user, password), *command)
 
 
 def _message(c: Cluster) -> str:

@@ -357,9 +357,11 @@ async def test_a_crashed_and_a_hung_shard_master_fail_over_to_their_replica_losi
     assert await writer.missing() == []
     assert_check_clean(await cluster_check(c.pod_ip("fo-5")), masters=3)
     reasons = [e["reason"] for e in c.envtest.http.get(f"/api/v1/namespaces/{c.namespace}/events")["items"]]
-    # the crash is the operator's TAKEOVER (the restarted pod is a new node), the hang Redis's election;
-    # each is one failover of its shard
-    assert {"ShardTakeover", "FailoverCompleted"} <= set(reasons)
+    # the hang is Redis's election (FailoverCompleted); the crash is the operator's TAKEOVER when the
+    # restarted pod answers as a new node first (ShardTakeover), or Redis's election too when the
+    # restart outlasts cluster-node-timeout (seen once in a CI run of this session at load ~8); each
+    # is exactly one failover of its shard (the counter below)
+    assert "FailoverCompleted" in reasons
     for index in (0, 1):
         labels_ = {"namespace": c.namespace, "name": c.name, "shard": str(index)}
         assert registry.get_sample_value("rediscluster_shard_failovers_total", labels_) == 1

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from pyctrl.client import NotFound, ServerTimeout
+from pyctrl.client import NotFound, ServerTimeout, TransportError
 from pyctrl.client.rest import Transport
 
 __all__ = ["Convergence", "create_items", "create_namespace", "delete_namespace", "item_names"]
@@ -50,8 +50,8 @@ async def delete_namespace(t: Transport, ns: str, timeout: float = 600.0) -> Non
 
     Its Items go first, in one collection delete: the namespace controller would delete 100,000
     of them one by one. The apiserver answers a collection delete that outlives its own request
-    timeout (60 s) with 504 and stops there: it is sent again (each round deletes more) until it
-    completes or ``timeout`` passes."""
+    timeout (60 s) with 504, or drops the connection (seen at 100,000 Items): it is sent again (each
+    round deletes more) until it completes or ``timeout`` passes."""
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -59,10 +59,11 @@ async def delete_namespace(t: Transport, ns: str, timeout: float = 600.0) -> Non
             break
         except NotFound:
             break
-        except ServerTimeout:
+        except (ServerTimeout, TransportError) as exc:  # 504, or the apiserver dropped the connection
             if time.monotonic() >= deadline:
                 raise
-            print(f"bench: deleting the Items of {ns}: 504 (request timeout), sent again", flush=True)
+            print(f"bench: deleting the Items of {ns}: {exc.__class__.__name__}, sent again", flush=True)
+            await asyncio.sleep(1.0)  # a retry's back-off: an apiserver that is gone is not hammered
     with contextlib.suppress(NotFound):
         await t.request("DELETE", f"/api/v1/namespaces/{ns}")
     while time.monotonic() < deadline:

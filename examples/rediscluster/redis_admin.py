@@ -60,6 +60,7 @@ __all__ = [
     "RedisUnavailable",
     "parse_facts",
     "parse_info",
+    "tls_options",
 ]
 
 DEFAULT_IO_TIMEOUT = 1.0
@@ -113,17 +114,17 @@ def _is_valid_error_reply(exc: BaseException) -> bool:
     )
 
 
+def tls_options(ca_pem: str | None) -> dict[str, Any]:
+    """redis-py keywords of a connection verified against ``ca_pem``: the chain, not the name
+    (``examples.rediscluster.tls``: pods' certificates need not name their IPs); {} for plaintext."""
+    if ca_pem is None:
+        return {}
+    return {"ssl": True, "ssl_ca_data": ca_pem, "ssl_cert_reqs": "required", "ssl_check_hostname": False}
+
+
 def _client(conn: RedisConnection) -> aioredis.Redis:
     """One connection to ``conn`` (opened on the first command): its timeouts, TLS and ACL user;
     no retries; INFO replies kept as raw text."""
-    tls: dict[str, Any] = {}
-    if conn.tls_ca is not None:
-        tls = {
-            "ssl": True,
-            "ssl_ca_data": conn.tls_ca,
-            "ssl_cert_reqs": "required",
-            "ssl_check_hostname": False,
-        }
     client = aioredis.Redis(
         host=conn.host,
         port=conn.port,
@@ -134,7 +135,7 @@ def _client(conn: RedisConnection) -> aioredis.Redis:
         retry=Retry(NoBackoff(), 0),
         decode_responses=True,
         single_connection_client=True,
-        **tls,
+        **tls_options(conn.tls_ca),
     )
     client.set_response_callback("INFO", lambda response, **_: response)
     return client
@@ -393,7 +394,7 @@ class RedisConnection:
         async with _session(self) as master, _session(target) as replica:
             await master.run("CLIENT", "PAUSE", pause_ms, "WRITE")
             try:
-                frozen = int((await master.info_replication()).get("master_repl_offset", "0"))
+                frozen = _offset(await master.info_replication())
                 while not (caught_up := _offset(await replica.info_replication()) >= frozen):
                     if loop.time() > deadline:
                         break

@@ -54,7 +54,7 @@ import redis.exceptions as rexc
 
 from examples.rediscluster.cluster import metrics
 from examples.rediscluster.cluster.plan_types import Member
-from examples.rediscluster.redis_admin import RedisAccess
+from examples.rediscluster.redis_admin import RedisAccess, tls_options
 
 __all__ = ["Endpoint", "Job", "Progress", "SlotMover", "Transfer", "outdated"]
 
@@ -210,14 +210,7 @@ class SlotMover:
 
     async def _run(self, key: ClusterKey, job: Job, access: RedisAccess, progress: Progress) -> None:
         clients: dict[tuple[str, int], aioredis.Redis] = {}
-        tls: dict[str, Any] = {}
-        if access.tls_ca is not None:  # verified against the CA, not by name (see tls.py)
-            tls = {
-                "ssl": True,
-                "ssl_ca_data": access.tls_ca,
-                "ssl_cert_reqs": "required",
-                "ssl_check_hostname": False,
-            }
+        tls = tls_options(access.tls_ca)
 
         def client(e: Endpoint) -> aioredis.Redis:
             if (e.ip, e.port) not in clients:

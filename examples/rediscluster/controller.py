@@ -203,8 +203,8 @@ class RedisClusterReconciler:
         access = RedisAccess(password, None, ca)
         if acl is not None:  # the ACL file's pods: the operator's own user
             access = RedisAccess(acl.operator_password, users.OPERATOR_USER, ca)
+        security = _Security(self, material, acl, tls_invalid)
         if cluster.spec.mode == "cluster":  # sharded Redis Cluster: examples/rediscluster/cluster/
-            security = _ClusterSecurity(self, cluster, material, acl, tls_invalid)
             return await self.cluster_mode.reconcile(cluster, access, _now(), security)
         observed = await observe(self.client, cluster, access, self.io_timeout)
         master = cluster.status.current_master if cluster.status else None
@@ -223,7 +223,7 @@ class RedisClusterReconciler:
         restore = await restore_state(
             self.client, self.recorder, cluster, observed.pods, image=self.backup_image, now=_now()
         )
-        users_invalid, generation = await self._write_users(cluster, acl, _checker(cluster, observed))
+        users_invalid = await security.write_users(cluster, _checker(cluster, observed))
         invalid = (
             tls_invalid
             or users_invalid
@@ -238,13 +238,7 @@ class RedisClusterReconciler:
             acted, cluster = await self.executor.execute(cluster, observed, rollout.step)
         await self.node_loss.recover(cluster, observed)
         answering = {n.pod: observed.connection(n.pod) for n in observed.nodes if n.redis and n.ip}
-        reloading = (
-            material is not None
-            and not acted
-            and await self._reload_certificates(cluster, answering, material)
-        )
-        if generation is not None and not acted:
-            reloading = await self._load_users(cluster, answering, generation) or reloading
+        reloading = not acted and await security.reload(cluster, answering)
         volumes = await self.volumes.expand(cluster, _now()) if invalid is None else None
         phase = await self._update_status(
             cluster, observed, the_plan, invalid, restore, rollout=rollout, volumes=volumes
@@ -464,27 +458,27 @@ def _checker(cluster: RedisCluster, observed: Observed) -> RedisConnection | Non
 
 
 @dataclass
-class _ClusterSecurity:
-    """The TLS and users steps of replication mode, for one cluster-mode reconcile
-    (``cluster.reconciler.Security``): the same Secrets, checks, reloads and Events."""
+class _Security:
+    """The TLS and users steps of one reconcile, in both modes (``cluster.reconciler.Security``):
+    the ACL Secret written once the rules passed a node, then certificates re-read and the ACL file
+    loaded where a pod lags (the generation written is the one loaded)."""
 
     owner: RedisClusterReconciler
-    cluster: RedisCluster
     material: tls.TlsMaterial | None
     acl: users.AclState | None
     tls_invalid: str | None
     generation: str | None = None
 
-    async def write_users(self, checker: RedisConnection | None) -> str | None:
-        refused, self.generation = await self.owner._write_users(self.cluster, self.acl, checker)
+    async def write_users(self, cluster: RedisCluster, checker: RedisConnection | None) -> str | None:
+        refused, self.generation = await self.owner._write_users(cluster, self.acl, checker)
         return refused
 
-    async def reload(self, answering: Mapping[str, RedisConnection]) -> bool:
+    async def reload(self, cluster: RedisCluster, answering: Mapping[str, RedisConnection]) -> bool:
         reloading = self.material is not None and await self.owner._reload_certificates(
-            self.cluster, answering, self.material
+            cluster, answering, self.material
         )
         if self.generation is not None:
-            reloading = await self.owner._load_users(self.cluster, answering, self.generation) or reloading
+            reloading = await self.owner._load_users(cluster, answering, self.generation) or reloading
         return reloading
 
 

@@ -90,12 +90,12 @@ class Security(Protocol):
     #: why the TLS Secret is refused (nothing is applied then), if it is
     tls_invalid: str | None
 
-    async def write_users(self, checker: RedisConnection | None) -> str | None:
+    async def write_users(self, cluster: RedisCluster, checker: RedisConnection | None) -> str | None:
         """Write the ACL Secret once ``checker`` (a node that answers) accepted the rules; the
         refusal naming the field, if any."""
         ...
 
-    async def reload(self, answering: Mapping[str, RedisConnection]) -> bool:
+    async def reload(self, cluster: RedisCluster, answering: Mapping[str, RedisConnection]) -> bool:
         """Certificates re-read and the ACL file loaded where not yet; True while some pod lags."""
         ...
 
@@ -147,7 +147,7 @@ class ClusterModeReconciler:
             cluster.spec.replicas_per_shard,
             recorded=_homes(cluster, restore.slot_homes),
         )
-        users_invalid = await security.write_users(next(iter(answering.values()), None))
+        users_invalid = await security.write_users(cluster, next(iter(answering.values()), None))
         invalid = (
             security.tls_invalid
             or users_invalid
@@ -161,7 +161,7 @@ class ClusterModeReconciler:
             cluster, pods, members, access, idle=idle, io_timeout=self.io_timeout
         )
         acted = acted or rollout.step is not None
-        reloading = not acted and await security.reload(answering)
+        reloading = not acted and await security.reload(cluster, answering)
         settled = await self._update_status(
             cluster,
             members=members,

@@ -37,6 +37,8 @@ __all__ = [
     "job_name",
     "job_of",
     "object_path",
+    "redis_ca_volume",
+    "redis_env",
     "restore_init_container",
     "restore_volumes",
     "worker_container",
@@ -82,6 +84,25 @@ def destination_args(backup_name: str, namespace: str, destination: BackupDestin
 
 def _secret_env(name: str, secret: str, key: str) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+
+
+def redis_env(password_secret: tuple[str, str] | None, username: str | None) -> list[dict[str, Any]]:
+    """How the worker logs in to Redis: ``REDIS_PASSWORD`` from the Secret key ``password_secret``
+    (never a literal), ``REDIS_USER`` the ACL user it belongs to."""
+    env = [] if password_secret is None else [_secret_env("REDIS_PASSWORD", *password_secret)]
+    if username is not None:
+        env.append({"name": "REDIS_USER", "value": username})
+    return env
+
+
+def redis_ca_volume(tls_secret: str | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(volumes, mounts) of ``ca.crt`` — the only key of the TLS Secret ``tls_secret`` — at
+    ``REDIS_CA_MOUNT``; none without TLS."""
+    if tls_secret is None:
+        return [], []
+    items = [{"key": "ca.crt", "path": "ca.crt"}]
+    volume = {"name": "redis-tls-ca", "secret": {"secretName": tls_secret, "items": items}}
+    return [volume], [{"name": "redis-tls-ca", "mountPath": REDIS_CA_MOUNT, "readOnly": True}]
 
 
 def destination_env(destination: BackupDestination) -> list[dict[str, Any]]:
@@ -187,12 +208,8 @@ def worker_job(
     """The Job ``<backup>-<purpose>`` of one worker container running ``args``; with
     ``redis_tls_secret``, that Secret's ``ca.crt`` (only) mounted at ``REDIS_CA_MOUNT``."""
     container = worker_container(purpose, args, env, image, backup.spec.destination)
-    volumes = []
-    if redis_tls_secret is not None:
-        items = [{"key": "ca.crt", "path": "ca.crt"}]
-        volumes.append({"name": "redis-tls-ca", "secret": {"secretName": redis_tls_secret, "items": items}})
-        mount = {"name": "redis-tls-ca", "mountPath": REDIS_CA_MOUNT, "readOnly": True}
-        container["volumeMounts"] = [*container["volumeMounts"], mount]
+    volumes, mounts = redis_ca_volume(redis_tls_secret)
+    container["volumeMounts"] = [*container["volumeMounts"], *mounts]
     return job_of(backup, purpose, [container], deadline=deadline, annotations=annotations, volumes=volumes)
 
 
@@ -214,9 +231,7 @@ def backup_job(
     if tls_secret is not None:
         args += ["--tls-ca-file", f"{REDIS_CA_MOUNT}/ca.crt"]
     args += destination_args(backup.name, backup.namespace, backup.spec.destination)
-    env = [] if password_secret is None else [_secret_env("REDIS_PASSWORD", *password_secret)]
-    if username is not None:
-        env.append({"name": "REDIS_USER", "value": username})
+    env = redis_env(password_secret, username)
     return worker_job(
         backup,
         "backup",

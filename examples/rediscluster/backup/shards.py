@@ -45,6 +45,8 @@ from examples.rediscluster.backup.job import (
     destination_args,
     job_of,
     object_path,
+    redis_ca_volume,
+    redis_env,
     restore_init_container,
     worker_container,
     worker_job,
@@ -110,22 +112,9 @@ def cluster_backup_job(
     """The Job taking one RDB per shard, then writing the manifest (module docstring); over TLS
     verified against ``ca.crt`` of ``tls_secret`` (the only key mounted) when set, as the ACL
     user ``username`` (whose password ``password_secret`` holds) when set."""
-    env: list[dict[str, Any]] = []
-    if password_secret is not None:
-        env = [
-            {
-                "name": "REDIS_PASSWORD",
-                "valueFrom": {"secretKeyRef": dict(zip(("name", "key"), password_secret, strict=True))},
-            }
-        ]
-    if username is not None:
-        env.append({"name": "REDIS_USER", "value": username})
-    ca_mount: list[dict[str, Any]] = []
-    volumes: list[dict[str, Any]] = [{"name": "results", "emptyDir": {}}]
-    if tls_secret is not None:
-        items = [{"key": "ca.crt", "path": "ca.crt"}]
-        volumes.append({"name": "redis-tls-ca", "secret": {"secretName": tls_secret, "items": items}})
-        ca_mount = [{"name": "redis-tls-ca", "mountPath": REDIS_CA_MOUNT, "readOnly": True}]
+    env = redis_env(password_secret, username)
+    ca_volumes, ca_mount = redis_ca_volume(tls_secret)
+    volumes = [{"name": "results", "emptyDir": {}}, *ca_volumes]
     results = {"name": "results", "mountPath": RESULTS_DIR}
     dest = backup.spec.destination
     init = []

@@ -73,7 +73,11 @@ class Readiness:
         return f"not ready: {'; '.join(self.missing)} ({self.context})"
 
 
-async def cluster_ready(c: Cluster, shards: int, replicas_per_shard: int = 1) -> Readiness:
+async def cluster_ready(
+    c: Cluster, shards: int, replicas_per_shard: int = 1, *, idle: bool = False
+) -> Readiness:
+    """Running with ``shards`` shards, every slot ok and every pod ready; ``idle``: and no
+    resharding under way (``status.resharding`` unset)."""
     s = c.status()
     want_pods = shards * (1 + replicas_per_shard)
     checks = [
@@ -83,6 +87,8 @@ async def cluster_ready(c: Cluster, shards: int, replicas_per_shard: int = 1) ->
         (len(s.get("shards") or []) == shards, f"{len(s.get('shards') or [])} shards, want {shards}"),
         (s.get("readyReplicas") == want_pods, f"readyReplicas {s.get('readyReplicas')}/{want_pods}"),
     ]
+    if idle:
+        checks.append((not s.get("resharding"), f"resharding {s.get('resharding')}"))
     conds = {cond["type"]: cond for cond in s.get("conditions") or []}
     context = ", ".join(
         [
@@ -230,13 +236,15 @@ async def test_a_converged_cluster_mode_cluster_reconciles_without_writing(
 
 
 class Writer:
-    """redis-py's cluster-aware client writing ``w<i>`` keys; a write counts as acknowledged when
-    WAIT 1 on the key's master (the connection that wrote it: one connection per node) says a
-    replica has it."""
+    """redis-py's cluster-aware client writing ``<prefix><i>`` keys (value ``i``); a write counts as
+    acknowledged when WAIT 1 on the key's master (the connection that wrote it: one connection per
+    node) says a replica has it. ``options`` go to both of its clients (user, password, TLS)."""
 
-    def __init__(self, ip: str, *, wait_replicas: int = 1) -> None:
+    def __init__(self, ip: str, *, wait_replicas: int = 1, prefix: str = "w", **options: Any) -> None:
         self.ip = ip
         self.wait_replicas = wait_replicas
+        self.prefix = prefix
+        self.options = options
         self.acked: list[str] = []
         self.errors = 0
         self.stop = asyncio.Event()
@@ -248,12 +256,17 @@ class Writer:
 
     async def _run(self) -> None:
         client = RedisCluster(
-            host=self.ip, port=6379, decode_responses=True, socket_timeout=2, max_connections=1
+            host=self.ip,
+            port=6379,
+            decode_responses=True,
+            socket_timeout=2,
+            max_connections=1,
+            **self.options,
         )
         i = 0
         try:
             while not self.stop.is_set():
-                key = f"w{i}"
+                key = f"{self.prefix}{i}"
                 try:
                     await client.set(key, str(i))
                     if self.wait_replicas:
@@ -286,11 +299,13 @@ class Writer:
             await self.task
 
     async def missing(self) -> list[str]:
-        client = RedisCluster(host=self.ip, port=6379, decode_responses=True, socket_timeout=5)
+        client = RedisCluster(
+            host=self.ip, port=6379, decode_responses=True, socket_timeout=5, **self.options
+        )
         try:
             lost = []
             for key in self.acked:
-                if await client.get(key) != key[1:]:
+                if await client.get(key) != key.removeprefix(self.prefix):
                     lost.append(key)
             return lost
         finally:

@@ -14,7 +14,6 @@ status, Event, StatefulSet, pod or operator log line.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import logging
@@ -33,11 +32,12 @@ import redis.exceptions as rexc
 from cryptography import x509
 from redis.asyncio.cluster import RedisCluster
 
-from examples.rediscluster.redis_admin import RedisAccess, RedisAdminError
+from examples.rediscluster.redis_admin import RedisAccess, RedisAdminError, tls_options
 from pyctrl.testing import eventually
 from tests._certs import CertAuthority, secret_data
 from tests.operator.conftest import Cluster, RunningOperator, reply_or_error, true
 from tests.operator.test_backup import Backups, create_claim
+from tests.operator.test_cluster_mode import Writer, cluster_ready
 from tests.operator.test_users import _every_cmdline
 
 pytestmark = pytest.mark.controlplane
@@ -52,10 +52,6 @@ USERS = [
 OPERATOR = "pyctrl-operator"
 
 
-def _tls(ca: bytes) -> dict[str, Any]:
-    return {"ssl": True, "ssl_ca_data": ca.decode(), "ssl_cert_reqs": "required", "ssl_check_hostname": False}
-
-
 def _node(ip: str, ca: bytes, user: str | None, password: str | None) -> aioredis.Redis:
     return aioredis.Redis(
         host=ip,
@@ -65,7 +61,7 @@ def _node(ip: str, ca: bytes, user: str | None, password: str | None) -> aioredi
         socket_timeout=3,
         socket_connect_timeout=3,
         decode_responses=True,
-        **_tls(ca),
+        **tls_options(ca.decode()),
     )
 
 
@@ -77,7 +73,7 @@ def _cluster_client(ip: str, ca: bytes, user: str) -> RedisCluster:
         password=PASSWORDS[user],
         socket_timeout=3,
         decode_responses=True,
-        **_tls(ca),
+        **tls_options(ca.decode()),
     )
 
 
@@ -107,64 +103,11 @@ def _cli(
     )
 
 
-def _shards_ready(c: Cluster, shards: int) -> Callable[[], Any]:
-    async def ready() -> bool:
-        s = c.status()
-        return (
-            s.get("phase") == "Running"
-            and s.get("clusterState") == "ok"
-            and s.get("slotsOk") == 16384
-            and len(s.get("shards") or []) == shards
-            and s.get("readyReplicas") == 2 * shards
-            and not s.get("resharding")
-        )
-
-    return ready
-
-
 def _restarts(c: Cluster) -> dict[str, tuple[str, int]]:
     return {
         name: (p["metadata"]["uid"], p["status"]["containerStatuses"][0]["restartCount"])
         for name, p in c.pods().items()
     }
-
-
-class _Writer:
-    """The ``app`` user writing ``app:w<i>`` through a cluster-aware TLS client; a write counts
-    once WAIT 1 on its master says a replica has it."""
-
-    def __init__(self, ip: str, ca: bytes) -> None:
-        self.ip, self.ca = ip, ca
-        self.acked: list[str] = []
-        self.stop = asyncio.Event()
-        self.task = asyncio.create_task(self._loop())
-
-    async def _loop(self) -> None:
-        client = _cluster_client(self.ip, self.ca, "app")
-        i = 0
-        try:
-            while not self.stop.is_set():
-                key = f"app:w{i}"
-                try:
-                    await client.set(key, str(i))
-                    node = client.get_node_from_key(key)
-                    if await client.execute_command("WAIT", 1, 1000, target_nodes=node) >= 1:
-                        self.acked.append(key)
-                        i += 1
-                except Exception:
-                    await asyncio.sleep(0.05)  # back off while slots move or a shard fails over
-        finally:
-            await client.aclose()
-
-    async def more(self, n: int) -> None:
-        target = len(self.acked) + n
-        await eventually(
-            lambda: true(len(self.acked) >= target), within=90, what=f"{n} more acked writes", interval=0.2
-        )
-
-    async def finish(self) -> None:
-        self.stop.set()
-        await self.task
 
 
 @dataclass
@@ -210,7 +153,9 @@ async def test_a_tls_cluster_with_users_forms_rotates_fails_over_and_reshards_ov
         users=USERS,
         disableDefaultUser=True,
     )
-    await eventually(_shards_ready(c, 3), within=180, what="3 TLS shards Running", interval=0.5)
+    await eventually(
+        lambda: cluster_ready(c, 3, idle=True), within=180, what="3 TLS shards Running", interval=0.5
+    )
     ca_file = tmp_path / "ca.crt"
     ca_file.write_bytes(ca.pem)
     acl = c.envtest.http.get(f"{secrets}/ctls-acl")["data"]
@@ -308,7 +253,11 @@ async def _failover_and_resharding_lose_nothing(s: _Setup) -> None:
     under acknowledged writes: MIGRATE node to node over TLS as pyctrl-operator (AUTH2)."""
     c = s.c
     ip = c.pod_ip("ctls-0")
-    writer = _Writer(ip, s.ca.pem)
+    # the app user, whose rules allow app:* keys; one connection per node, so WAIT counts its writes
+    writer = Writer(
+        ip, prefix="app:w", username="app", password=PASSWORDS["app"], **tls_options(s.ca.pem.decode())
+    )
+    writer.start()
     try:
         await writer.more(20)
         hung = dict(c.status()["shards"][1])
@@ -323,7 +272,12 @@ async def _failover_and_resharding_lose_nothing(s: _Setup) -> None:
             )
         finally:
             os.kill(pid, signal.SIGCONT)
-        await eventually(_shards_ready(c, 3), within=120, what="Running after the failover", interval=0.5)
+        await eventually(
+            lambda: cluster_ready(c, 3, idle=True),
+            within=120,
+            what="Running after the failover",
+            interval=0.5,
+        )
         await writer.more(20)
         seeds = _cluster_client(ip, s.ca.pem, "app")
         try:
@@ -337,7 +291,9 @@ async def _failover_and_resharding_lose_nothing(s: _Setup) -> None:
         c.envtest.http.request(
             "PATCH", f"{c.base}/{c.name}", patch, content_type="application/merge-patch+json"
         )
-        await eventually(_shards_ready(c, 4), within=600, what="4 shards after resharding", interval=0.5)
+        await eventually(
+            lambda: cluster_ready(c, 4, idle=True), within=600, what="4 shards after resharding", interval=0.5
+        )
         await writer.more(20)
     finally:
         await writer.finish()

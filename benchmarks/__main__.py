@@ -4,15 +4,15 @@ Order: the workqueue and cache benchmarks (their own processes); the controller-
 build; one local control plane (etcd + kube-apiserver + kube-controller-manager, no node) with the
 test CRD; ``--runs`` rounds of ``--objects`` Items for every program, round-robin with the order
 rotated each round so the machine's noise hits all alike; ``--memory-rounds`` rounds of
-``--memory-objects`` (with a backlog phase too); ``--large-rounds`` backlog-only rounds of
-``--large-objects`` for ``--large-peers`` (the cost per object at 100,000); then the table, the
-cost table (per object, start-up excluded), ``results/cost.png``, ``results/peers.json``,
-``results/peers.png``, the README section, and last the ``RATIO <name> <value>`` lines. Each run
-of the ``--runs`` rounds also has a
-backlog phase (``--no-backlog``: none): ``--objects`` Items created first, then the program
-started, timed from its first to its last convergence (see ``benchmarks/_runs.py``). Every process
-started is stopped on the way out, on failure and on Ctrl-C too. Nothing is asserted: figures are
-printed.
+``--memory-objects``; ``--large-rounds`` backlog-only rounds of ``--large-objects`` for
+``--large-peers`` (the cost per object at 100,000: the Items are created once, every program then
+starts on them with a mark of its own); then the table, the cost table (per object, start-up
+excluded), ``results/cost.png``, ``results/peers.json``, ``results/peers.png``, the README section,
+and last the ``RATIO <name> <value>`` lines. Each run of the ``--runs`` and ``--memory-rounds``
+rounds also has a backlog phase (``--no-backlog``: none): a fresh program started on the run's
+converged Items under another mark, timed from its first to its last convergence (see
+``benchmarks/_runs.py``). Every process started is stopped on the way out, on failure and on
+Ctrl-C too. Nothing is asserted: figures are printed.
 """
 
 from __future__ import annotations
@@ -26,10 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import _report
+from benchmarks._cluster import create_items, create_namespace, item_names
 from benchmarks._micro import run_micro
 from benchmarks._peers import PEERS, REPO, Peer, build_controller_runtime
-from benchmarks._runs import Run, run_once
+from benchmarks._runs import Run, backlog_only, run_once
 from pyctrl.client import ApiClient, load_kubeconfig
+from pyctrl.client.rest import Transport
 from pyctrl.envtest import Environment
 
 RESULTS = REPO / "benchmarks" / "results"
@@ -62,30 +64,68 @@ def _args() -> argparse.Namespace:
 async def _rounds(kubeconfig: Path, peers: list[Peer], a: argparse.Namespace) -> list[Run]:
     backlog = not a.no_backlog
     large = [p for p in peers if p.key in a.large_peers.split(",")]
-    # (objects, round, backlog phase?, only the backlog phase?, programs)
-    plan = [(a.objects, r, backlog, False, peers) for r in range(a.runs)]
-    plan += [(a.memory_objects, r, backlog, False, peers) for r in range(a.memory_rounds)]
-    plan += [(a.large_objects, r, True, True, large) for r in range(a.large_rounds if backlog else 0)]
+    plan = [(a.objects, r) for r in range(a.runs)] + [(a.memory_objects, r) for r in range(a.memory_rounds)]
+    large_rounds = a.large_rounds if backlog and large else 0
+    total = len(plan) + large_rounds
     runs: list[Run] = []
     async with ApiClient(await load_kubeconfig(kubeconfig)) as client:
-        for i, (n, round_no, with_backlog, only_backlog, members) in enumerate(plan):
-            shift = i % len(members)
-            for peer in members[shift:] + members[:shift]:
-                timeout = 600.0 + n * 0.2
-                options: dict[str, Any] = {
-                    "kubeconfig": kubeconfig,
-                    "n": n,
-                    "round_no": round_no,
-                    "concurrency": a.concurrency,
-                    "log_dir": LOGS,
-                    "timeout": timeout,
-                }
-                run = await run_once(
-                    client.rest, peer, backlog=with_backlog, only_backlog=only_backlog, **options
-                )
-                print(f"bench: round {i + 1}/{len(plan)}  {run.line()}", flush=True)
+        for i, (n, round_no) in enumerate(plan):
+            for peer in _rotated(peers, i):
+                options = _options(kubeconfig, n, round_no, a)
+                run = await run_once(client.rest, peer, backlog=backlog, **options)
+                print(f"bench: round {i + 1}/{total}  {run.line()}", flush=True)
                 runs.append(run)
+        if large_rounds:
+            runs += await _large_rounds(client.rest, kubeconfig, large, a, first=len(plan))
     return runs
+
+
+async def _large_rounds(
+    t: Transport, kubeconfig: Path, peers: list[Peer], a: argparse.Namespace, *, first: int
+) -> list[Run]:
+    """The backlog-only rounds of ``--large-objects``: the Items are created once, in one namespace,
+    and every run starts its program with a mark of its own (so each finds all of them to write).
+    The namespace is not deleted: the control plane is stopped next."""
+    n, ns = a.large_objects, f"bench-large-{a.large_objects}"
+    names = item_names(n)
+    print(f"bench: creating {n:,} Items in {ns} for the large rounds", flush=True)
+    started = time.monotonic()
+    await create_namespace(t, ns)
+    await _create_with_progress(t, ns, names)
+    print(f"bench: created {n:,} Items in {time.monotonic() - started:.0f} s", flush=True)
+    runs: list[Run] = []
+    for r in range(a.large_rounds):
+        for j, peer in enumerate(_rotated(peers, first + r)):
+            mark = f"L{r}{j}:"  # the same length for every run: the same object size
+            options = _options(kubeconfig, n, r, a)
+            del options["n"]
+            run = await backlog_only(t, peer, ns=ns, names=names, mark=mark, **options)
+            print(f"bench: round {first + r + 1}/{first + a.large_rounds}  {run.line()}", flush=True)
+            runs.append(run)
+    return runs
+
+
+async def _create_with_progress(t: Transport, ns: str, names: list[str], step: int = 10_000) -> None:
+    for start in range(0, len(names), step):
+        await create_items(t, ns, names[start : start + step])
+        print(f"bench:   {min(start + step, len(names)):,} of {len(names):,} created", flush=True)
+
+
+def _rotated(peers: list[Peer], i: int) -> list[Peer]:
+    """The programs in the order of round ``i``: rotated each round, so noise hits all alike."""
+    shift = i % len(peers)
+    return peers[shift:] + peers[:shift]
+
+
+def _options(kubeconfig: Path, n: int, round_no: int, a: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "kubeconfig": kubeconfig,
+        "n": n,
+        "round_no": round_no,
+        "concurrency": a.concurrency,
+        "log_dir": LOGS,
+        "timeout": 600.0 + n * 0.2,
+    }
 
 
 def _section(summary: dict[str, Any], a: argparse.Namespace, info: dict[str, Any]) -> str:
@@ -112,7 +152,8 @@ def _section(summary: dict[str, Any], a: argparse.Namespace, info: dict[str, Any
     if not a.no_backlog:
         lines += [
             "",
-            f"Backlog: {a.objects} Items created with no program running, then the program started;"
+            f"Backlog: a fresh program started on the run's {a.objects} converged Items (and its"
+            " sentinel) with another mark, so every one needs a status write again;"
             " s and objects/s from the first Item's convergence to the last (the program's start-up"
             " left out), start-up from the process's start to the first convergence, CPU s from the"
             " process's start (imports and initial list included) to the last convergence.",

@@ -3,8 +3,10 @@
 The orchestrator talks through pyctrl's :class:`~pyctrl.client.rest.Transport` (orjson, one aiohttp
 session, no rate limit) with raw paths, so its own cost stays small next to the program measured.
 :class:`Convergence` lists and then watches a namespace's Items and records when each one's
-``status.observed`` first equals its ``spec.value``: the end of a run is the arrival time of the
-watch event that converged the last Item, not the next tick of a poll.
+``status.observed`` first equals the expected mark followed by its ``spec.value`` (the programs'
+``--mark``): the end of a run is the arrival time of the watch event that converged the last Item,
+not the next tick of a poll. ``expect(mark)`` starts over for a program run with another mark, on
+the same Items.
 """
 
 from __future__ import annotations
@@ -90,8 +92,11 @@ async def create_items(t: Transport, ns: str, names: Iterable[str], *, parallel:
 class Convergence:
     """Watches the Items of one namespace; ``wait(names)`` returns when all of them converged."""
 
-    def __init__(self, t: Transport, ns: str) -> None:
+    def __init__(self, t: Transport, ns: str, mark: str = "") -> None:
         self._t, self._path = t, _ITEMS.format(ns=ns)
+        self._mark = mark
+        #: name -> (spec.value, status.observed) of the newest copy seen
+        self._latest: dict[str, tuple[str, str | None]] = {}
         self.converged_at: dict[str, float] = {}
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -110,10 +115,22 @@ class Convergence:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
+    def expect(self, mark: str) -> None:
+        """From now on an Item is converged when ``status.observed`` is ``mark`` + ``spec.value``;
+        ``converged_at`` starts over (Items that already are count as converged now)."""
+        self._mark = mark
+        self.converged_at = {}
+        for name, (value, observed) in self._latest.items():
+            self._check(name, value, observed)
+
     def _see(self, obj: dict[str, Any]) -> None:
         name = obj["metadata"]["name"]
-        observed = (obj.get("status") or {}).get("observed")
-        if name not in self.converged_at and observed is not None and observed == obj["spec"]["value"]:
+        value, observed = obj["spec"]["value"], (obj.get("status") or {}).get("observed")
+        self._latest[name] = (value, observed)
+        self._check(name, value, observed)
+
+    def _check(self, name: str, value: str, observed: str | None) -> None:
+        if name not in self.converged_at and observed is not None and observed == self._mark + value:
             self.converged_at[name] = time.perf_counter()
             self._changed.set()
 

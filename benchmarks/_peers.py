@@ -1,6 +1,7 @@
 """The four programs compared, and how each is launched.
 
-Every program gets the same command line (``--kubeconfig``, ``--namespace``, ``--concurrency``);
+Every program gets the same command line (``--kubeconfig``, ``--namespace``, ``--concurrency``,
+``--mark``);
 the Python ones run with this interpreter from the repository root, the Go one is built first by
 ``peers/controller-runtime/build.sh`` (through the Go module proxy, into the cache directory).
 """
@@ -26,11 +27,11 @@ class Peer:
     #: the command before the common arguments; ``None`` until built (controller-runtime)
     command: tuple[str, ...] | None
 
-    def argv(self, kubeconfig: Path, namespace: str, concurrency: int) -> list[str]:
+    def argv(self, kubeconfig: Path, namespace: str, concurrency: int, mark: str = "") -> list[str]:
         if self.command is None:
             raise RuntimeError(f"{self.label} is not built")
         args = ["--kubeconfig", str(kubeconfig), "--namespace", namespace, "--concurrency", str(concurrency)]
-        return [*self.command, *args]
+        return [*self.command, *args, "--mark", mark]
 
 
 def _python(module: str) -> tuple[str, ...]:

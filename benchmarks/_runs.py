@@ -1,22 +1,28 @@
 """One measured run of one program: start it, load it, measure it, stop it, clean up.
 
-A run, in a namespace of its own:
+A run, in a namespace of its own, with two marks (each program writes its ``--mark`` before
+``spec.value`` into ``status.observed``, so Items converged under one mark are unconverged under
+the other: one set of Items serves every phase, created once):
 
-1. start the program; create a ``sentinel`` Item and wait until it converged (the program is up
-   and synced); wait until the program is quiet (CPU) and read its RSS: *RSS at start*;
+1. start the program (mark 1); create a ``sentinel`` Item and wait until it converged (the program
+   is up and synced): *start-up*; wait until the program is quiet (CPU) and read its RSS: *RSS at
+   start*;
 2. create ``n`` Items (32 requests in flight) and wait until every status converged: the time from
    the first create to the last convergence gives *objects/s*; the program's CPU seconds over that
-   span and its RSS right then (*RSS after the run*) are recorded;
-3. stop it and start a fresh process on the same namespace (``n`` converged Items); once a second
-   sentinel converged and the process is quiet, its RSS is *RSS idle with n objects*;
-4. stop it and delete the namespace, waiting until it is gone;
-5. *backlog* (when asked): in a second, fresh namespace, create ``n`` Items while no program runs,
-   open the convergence watch, then start the program and wait until every Item converged. Three
-   instants are kept: the program's start (just before its process is spawned), the first Item's
-   convergence (the program is up, has listed the Items and done its first reconcile) and the last
-   one's. *Backlog objects/s* is ``n`` over first-to-last (the program's own processing rate, its
-   start-up left out); the start-up (start to first convergence) and the CPU time the process used
-   from its start to the last convergence are recorded beside it.
+   span and its RSS right then (*RSS after the run*) are recorded; stop it;
+3. *backlog* (when asked): start a fresh process with mark 2 on the same namespace, whose ``n`` + 1
+   Items all need a status write again, and wait until every Item converged. Three instants are
+   kept: the program's start (just before its process is spawned), the first Item's convergence
+   (the program is up, has listed the Items and done its first reconcile) and the last one's.
+   *Backlog objects/s* is Items over first-to-last (the program's own processing rate, its start-up
+   left out); the start-up (start to first convergence), the CPU time the process used by the
+   first convergence and by the last, and its RSS once quiet are recorded beside it; stop it;
+4. start a fresh process with the last mark used, on the converged Items; once a second sentinel
+   converged and the process is quiet, its RSS is *RSS idle with n objects*;
+5. stop it and delete the namespace, waiting until it is gone.
+
+:func:`backlog_only` is step 3 alone on Items created once by the caller (the large rounds: one
+namespace of 100,000 Items serves every program, each with a mark of its own).
 
 Nothing here asserts a figure: a failed or timed-out run is recorded with its error and the
 benchmark goes on.
@@ -141,24 +147,21 @@ async def run_once(
     log_dir: Path,
     timeout: float,  # noqa: ASYNC109
     backlog: bool = False,
-    only_backlog: bool = False,
 ) -> Run:
-    """One run of ``peer`` with ``n`` Items; with ``backlog``, its backlog phase (step 5) too;
-    with ``only_backlog``, nothing else (the large rounds, where steps 1-4 would not fit)."""
+    """One run of ``peer`` with ``n`` Items (steps 1-5; step 3 only with ``backlog``)."""
     run = Run(peer.key, round_no, n)
-    if only_backlog:
-        await _backlog(
-            t, peer, run, kubeconfig=kubeconfig, concurrency=concurrency, log_dir=log_dir, timeout=timeout
-        )
-        return run
     ns = f"bench-{peer.key.replace('_', '-')}-{n}-r{round_no}"
-    argv = peer.argv(kubeconfig, ns, concurrency)
+    first_mark, second_mark = "m1:", "m2:"
+
+    def argv(mark: str) -> list[str]:
+        return peer.argv(kubeconfig, ns, concurrency, mark)
+
     child: _procs.Child | None = None
     await create_namespace(t, ns)
     try:
-        async with Convergence(t, ns) as watch:
+        async with Convergence(t, ns, first_mark) as watch:
             child = await _start_synced(
-                t, watch, peer, argv, ns=ns, tag="sentinel", log=log_dir / f"{ns}.log", run=run
+                t, watch, peer, argv(first_mark), ns=ns, tag="sentinel", log=log_dir / f"{ns}.log", run=run
             )
             run.rss_start_mib = child.rss_mib()
             cpu0 = child.cpu_seconds()
@@ -172,8 +175,13 @@ async def run_once(
             run.seconds = t1 - t0
             run.objects_per_s = n / run.seconds
             child.stop()
+            child = None
+            if backlog:
+                log, items, mark = log_dir / f"{ns}-backlog.log", [*names, "sentinel"], second_mark
+                await _backlog(watch, run, items, argv=argv(mark), mark=mark, log=log, timeout=timeout)
+            last_mark = second_mark if backlog else first_mark  # the Items are converged under it
             child = await _start_synced(
-                t, watch, peer, argv, ns=ns, tag="sentinel-2", log=log_dir / f"{ns}-idle.log"
+                t, watch, peer, argv(last_mark), ns=ns, tag="sentinel-2", log=log_dir / f"{ns}-idle.log"
             )
             run.rss_idle_mib = child.rss_mib()
     except Exception as exc:
@@ -182,54 +190,69 @@ async def run_once(
         if child is not None:
             child.stop()
         await delete_namespace(t, ns)
-    if backlog:
-        await _backlog(
-            t, peer, run, kubeconfig=kubeconfig, concurrency=concurrency, log_dir=log_dir, timeout=timeout
-        )
+    return run
+
+
+async def backlog_only(
+    t: Transport,
+    peer: Peer,
+    *,
+    kubeconfig: Path,
+    ns: str,
+    names: list[str],
+    mark: str,
+    round_no: int,
+    concurrency: int,
+    log_dir: Path,
+    timeout: float,  # noqa: ASYNC109
+) -> Run:
+    """Step 3 alone: ``peer`` started with ``mark`` on the Items ``names`` of ``ns`` (created, and
+    converged under other marks or none, by the caller). The namespace is left as it is."""
+    run = Run(peer.key, round_no, len(names))
+    async with Convergence(t, ns, mark) as watch:
+        argv = peer.argv(kubeconfig, ns, concurrency, mark)
+        log = log_dir / f"{ns}-{mark.rstrip(':')}.log"
+        await _backlog(watch, run, names, argv=argv, mark=mark, log=log, timeout=timeout)
     return run
 
 
 async def _backlog(
-    t: Transport,
-    peer: Peer,
+    watch: Convergence,
     run: Run,
+    names: list[str],
     *,
-    kubeconfig: Path,
-    concurrency: int,
-    log_dir: Path,
+    argv: list[str],
+    mark: str,
+    log: Path,
     timeout: float,  # noqa: ASYNC109
 ) -> None:
-    """Step 5: ``run.n`` Items created with no program running, then the program started."""
-    ns = f"bench-{peer.key.replace('_', '-')}-{run.n}-r{run.round}-backlog"
+    """Step 3: start ``argv`` (the program with ``mark``, under which no Item of ``names`` is
+    converged yet) and time it until every one is."""
     child: _procs.Child | None = None
-    await create_namespace(t, ns)
     try:
-        names = item_names(run.n)
-        await create_items(t, ns, names)
-        await asyncio.sleep(1.0)  # let the apiserver and etcd settle after the creates
-        async with Convergence(t, ns) as watch:
-            started = time.perf_counter()
-            child = _procs.start(
-                peer.key, peer.argv(kubeconfig, ns, concurrency), log_dir / f"{ns}.log", cwd=REPO
-            )
-            await watch.wait(names, timeout + _START_TIMEOUT, alive=child.alive, at_least=1)
-            startup_cpu = child.cpu_seconds()
-            head = len(watch.converged_at.keys() & set(names))  # converged by the CPU reading
-            last = await watch.wait(names, timeout + _START_TIMEOUT, alive=child.alive)
-            cpu = child.cpu_seconds()
-            first = min(watch.converged_at[name] for name in names)
-            await _procs.wait_quiet(child)
-            run.backlog_rss_mib = child.rss_mib()
+        await asyncio.sleep(1.0)  # let the apiserver and etcd settle after the writes before
+        watch.expect(mark)
+        if watch.converged_at.keys() & set(names):
+            raise RuntimeError(f"Items of this run are already converged under the mark {mark!r}")
+        started = time.perf_counter()
+        child = _procs.start(run.peer, argv, log, cwd=REPO)
+        await watch.wait(names, timeout + _START_TIMEOUT, alive=child.alive, at_least=1)
+        startup_cpu = child.cpu_seconds()
+        head = len(watch.converged_at.keys() & set(names))  # converged by the CPU reading
+        last = await watch.wait(names, timeout + _START_TIMEOUT, alive=child.alive)
+        cpu = child.cpu_seconds()
+        first = min(watch.converged_at[name] for name in names)
+        await _procs.wait_quiet(child)
+        run.backlog_rss_mib = child.rss_mib()
         run.backlog_seconds = last - first
-        run.backlog_objects_per_s = run.n / run.backlog_seconds if run.backlog_seconds > 0 else None
+        run.backlog_objects_per_s = len(names) / run.backlog_seconds if run.backlog_seconds > 0 else None
         run.backlog_startup_seconds = first - started
         run.backlog_cpu_seconds = cpu
         run.backlog_startup_cpu_seconds = startup_cpu
-        if run.n > head:
-            run.backlog_cpu_per_object_us = (cpu - startup_cpu) / (run.n - head) * 1e6
+        if len(names) > head:
+            run.backlog_cpu_per_object_us = (cpu - startup_cpu) / (len(names) - head) * 1e6
     except Exception as exc:
         run.backlog_error = f"{type(exc).__name__}: {exc}" + (child.tail(8) if child is not None else "")
     finally:
         if child is not None:
             child.stop()
-        await delete_namespace(t, ns)

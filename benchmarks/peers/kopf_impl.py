@@ -1,6 +1,7 @@
 """The kopf peer: the same controller as the others, written the way kopf is used.
 
-One handler for create, update (of ``spec.value``) and resume sets ``status.observed`` through
+One handler for create, update (of ``spec.value``) and resume sets ``status.observed`` (the mark
+followed by ``spec.value``) through
 kopf's ``patch.status[...]`` (kopf sends it to the status subresource). Settings, as the benchmark
 asks: no posting of k8s Events, no peering (``standalone``), ``execution.max_workers`` = the shared
 concurrency (the handler is synchronous, so that pool bounds how many run at once), the namespace
@@ -39,8 +40,9 @@ def main() -> None:
     @kopf.on.create(*ITEMS)  # type: ignore[untyped-decorator]
     @kopf.on.update(*ITEMS, field="spec.value")  # type: ignore[untyped-decorator]
     def observe(spec: Any, status: Any, patch: Any, **_: Any) -> None:
-        if status.get("observed") != spec.get("value"):
-            patch.status["observed"] = spec.get("value")
+        observed = args.mark + spec.get("value")
+        if status.get("observed") != observed:
+            patch.status["observed"] = observed
 
     logging.basicConfig(level=logging.WARNING)
     kopf.run(standalone=True, namespaces=[args.namespace], clusterwide=False)

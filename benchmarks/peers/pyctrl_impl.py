@@ -1,9 +1,10 @@
 """The pyctrl peer: one controller for ``Item`` written against pyctrl's public API.
 
 The reconciler reads the Item from the informer cache and, when ``status.observed`` differs from
-``spec.value``, patches the status subresource with a merge patch computed from the original
-(controller-runtime's ``client.MergeFrom``), as the Go peer does. Metrics and probe servers are off,
-the cache holds only the benchmark's namespace, the client has no rate limit (pyctrl's default).
+the mark followed by ``spec.value``, patches the status subresource with a merge patch computed
+from the original (controller-runtime's ``client.MergeFrom``), as the Go peer does. Metrics and
+probe servers are off, the cache holds only the benchmark's namespace, the client has no rate
+limit (pyctrl's default).
 """
 
 from __future__ import annotations
@@ -33,18 +34,20 @@ class Item(KubeObject):
 
 
 class ItemReconciler:
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client, mark: str) -> None:
         self.client = client
+        self.mark = mark
 
     async def reconcile(self, request: Request) -> Result:
         try:
             item = await self.client.get(Item, request.name, namespace=request.namespace)
         except NotFound:
             return Result()
-        if item.status is not None and item.status.observed == item.spec.value:
+        observed = self.mark + item.spec.value
+        if item.status is not None and item.status.observed == observed:
             return Result()
         original = item.model_copy(deep=True)
-        item.status = ItemStatus(observed=item.spec.value)
+        item.status = ItemStatus(observed=observed)
         await self.client.status().patch(item, MergeFrom(original))
         return Result()
 
@@ -62,7 +65,7 @@ async def main() -> None:
         ControllerBuilder(mgr)
         .for_(Item)
         .with_options(max_concurrent_reconciles=args.concurrency)
-        .complete(ItemReconciler(mgr.client))
+        .complete(ItemReconciler(mgr.client, args.mark))
     )
     await mgr.start()  # until SIGTERM/SIGINT
 

@@ -1,8 +1,9 @@
 """The raw peer: the practical limit for Python on this apiserver, with no framework at all.
 
 Plain aiohttp: list the namespace's Items (paged), then watch from the list's resourceVersion;
-every object whose ``status.observed`` differs from ``spec.value`` is queued once (a dedup set) and
-``--concurrency`` workers merge-patch ``{"status": {"observed": value}}`` on the status subresource.
+every object whose ``status.observed`` differs from the mark followed by ``spec.value`` is queued
+once (a dedup set) and ``--concurrency`` workers merge-patch ``{"status": {"observed": mark + value}}``
+on the status subresource.
 The newest copy of each object (from the list and the watch) is what a worker acts on. A watch
 that ends is resumed from the last resourceVersion; a 410 Gone re-lists. No pyctrl, no retries, no
 rate limit; orjson for JSON, as a performance-minded hand-written loop would.
@@ -36,10 +37,11 @@ def _connection(kubeconfig: str) -> tuple[str, ssl.SSLContext]:
 
 
 class RawLoop:
-    def __init__(self, session: aiohttp.ClientSession, base: str, concurrency: int) -> None:
+    def __init__(self, session: aiohttp.ClientSession, base: str, concurrency: int, mark: str) -> None:
         self.session = session
         self.base = base
         self.concurrency = concurrency
+        self.mark = mark
         self.latest: dict[str, dict[str, Any]] = {}
         self.queued: set[str] = set()
         self.queue: asyncio.Queue[str] = asyncio.Queue()
@@ -47,7 +49,8 @@ class RawLoop:
     def observe(self, obj: dict[str, Any]) -> None:
         name = obj["metadata"]["name"]
         self.latest[name] = obj
-        if (obj.get("status") or {}).get("observed") != obj["spec"]["value"] and name not in self.queued:
+        observed = (obj.get("status") or {}).get("observed")
+        if observed != self.mark + obj["spec"]["value"] and name not in self.queued:
             self.queued.add(name)
             self.queue.put_nowait(name)
 
@@ -56,9 +59,12 @@ class RawLoop:
             name = await self.queue.get()
             self.queued.discard(name)
             obj = self.latest.get(name)
-            if obj is None or (obj.get("status") or {}).get("observed") == obj["spec"]["value"]:
+            if obj is None:
                 continue
-            body = orjson.dumps({"status": {"observed": obj["spec"]["value"]}})
+            observed = self.mark + obj["spec"]["value"]
+            if (obj.get("status") or {}).get("observed") == observed:
+                continue
+            body = orjson.dumps({"status": {"observed": observed}})
             headers = {"Content-Type": "application/merge-patch+json"}
             async with self.session.patch(f"{self.base}/{name}/status", data=body, headers=headers) as r:
                 data = await r.read()
@@ -113,7 +119,7 @@ async def main() -> None:
     server, ctx = _connection(args.kubeconfig)
     connector = aiohttp.TCPConnector(ssl=ctx, limit=0)
     async with aiohttp.ClientSession(connector=connector, headers={"Accept": "application/json"}) as s:
-        await RawLoop(s, server + _PATH.format(ns=args.namespace), args.concurrency).run()
+        await RawLoop(s, server + _PATH.format(ns=args.namespace), args.concurrency, args.mark).run()
 
 
 if __name__ == "__main__":

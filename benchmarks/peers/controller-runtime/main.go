@@ -1,9 +1,10 @@
 // The controller-runtime peer of pyctrl's benchmarks (benchmarks/README.md).
 //
 // One controller for bench.pyctrl.dev/v1 Item in one namespace: reconcile reads the Item from the
-// informer cache and, when status.observed differs from spec.value, merge-patches the status
-// subresource. A tiny hand-written typed object (no code generation), MaxConcurrentReconciles =
-// -concurrency, client-side rate limiting off (QPS < 0), metrics and probes off, no leader election.
+// informer cache and, when status.observed differs from -mark followed by spec.value, merge-patches
+// the status subresource. A tiny hand-written typed object (no code generation),
+// MaxConcurrentReconciles = -concurrency, client-side rate limiting off (QPS < 0), metrics and
+// probes off, no leader election.
 package main
 
 import (
@@ -81,6 +82,7 @@ func (in *ItemList) DeepCopyObject() runtime.Object {
 
 type reconciler struct {
 	client client.Client
+	mark   string
 }
 
 func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -88,11 +90,12 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.client.Get(ctx, req.NamespacedName, &item); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if item.Status != nil && item.Status.Observed == item.Spec.Value {
+	observed := r.mark + item.Spec.Value
+	if item.Status != nil && item.Status.Observed == observed {
 		return ctrl.Result{}, nil
 	}
 	patch := client.MergeFrom(item.DeepCopy())
-	item.Status = &ItemStatus{Observed: item.Spec.Value}
+	item.Status = &ItemStatus{Observed: observed}
 	return ctrl.Result{}, r.client.Status().Patch(ctx, &item, patch)
 }
 
@@ -102,9 +105,10 @@ func main() {
 	kubeconfig := flags.String("kubeconfig", "", "kubeconfig of the apiserver")
 	namespace := flags.String("namespace", "", "the only namespace watched")
 	concurrency := flags.Int("concurrency", 16, "MaxConcurrentReconciles")
+	mark := flags.String("mark", "", "prefix of status.observed")
 	_ = flags.Parse(os.Args[1:])
 	if *kubeconfig == "" || *namespace == "" {
-		fmt.Fprintln(os.Stderr, "usage: cr-bench -kubeconfig PATH -namespace NS [-concurrency N]")
+		fmt.Fprintln(os.Stderr, "usage: cr-bench -kubeconfig PATH -namespace NS [-concurrency N] [-mark M]")
 		os.Exit(2)
 	}
 
@@ -135,7 +139,7 @@ func main() {
 	err = ctrl.NewControllerManagedBy(mgr).
 		For(&Item{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: *concurrency}).
-		Complete(&reconciler{client: mgr.GetClient()})
+		Complete(&reconciler{client: mgr.GetClient(), mark: *mark})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "controller:", err)
 		os.Exit(1)

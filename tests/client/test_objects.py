@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import orjson
 import pytest
+from pydantic import PrivateAttr
 
 from pyctrl.client import (
     ConfigMap,
@@ -87,3 +89,38 @@ def test_a_kind_without_gvk_or_an_object_without_type_meta_is_rejected_clearly()
         kind_gvk(NoGvk)
     with pytest.raises(UnknownKind, match="apiVersion"):
         gvk_of({"metadata": {"name": "x"}})
+
+
+def test_a_deep_copy_is_equal_independent_and_keeps_the_fields_set() -> None:
+    pod = Pod.model_validate({**POD, "metadata": {**POD["metadata"], "labels": {"app": "redis"}}})
+    for copied in (pod.model_copy(deep=True), copy.deepcopy(pod)):
+        assert copied == pod
+        assert copied.model_fields_set == pod.model_fields_set
+        assert copied.metadata.model_fields_set == pod.metadata.model_fields_set
+        assert copied.model_dump(exclude_unset=True) == pod.model_dump(exclude_unset=True)
+        assert copied.spec is not None
+        # every mutable level is a copy: fields, extra fields, lists, dicts, nested models
+        copied.metadata.labels = {**(copied.metadata.labels or {}), "tier": "cache"}
+        assert copied.metadata.model_extra is not None
+        copied.metadata.model_extra["futureMetaField"]["x"] = 2
+        copied.spec.containers[0].image = "redis:8"
+        copied.spec.containers.append(copied.spec.containers[0].model_copy(update={"name": "d"}))
+        assert copied.spec.volumes is not None
+        copied.spec.volumes[0].model_extra["configMap"]["name"] = "other"  # type: ignore[index]
+        assert orjson.loads(encode(pod)) == {
+            **POD,
+            "metadata": {**POD["metadata"], "labels": {"app": "redis"}},
+        }
+
+
+def test_a_deep_copy_of_a_model_with_private_attributes_copies_them_too() -> None:
+    class Tracked(KubeObject):
+        gvk = GroupVersionKind("test.pyctrl.dev", "v1", "Tracked")
+        _seen: list[str] = PrivateAttr(default_factory=list)
+
+    obj = Tracked.model_validate({"metadata": {"name": "t"}})
+    obj._seen.append("a")
+    copied = obj.model_copy(deep=True)
+    copied._seen.append("b")
+    assert (obj._seen, copied._seen) == (["a"], ["a", "b"])
+    assert copied.metadata is not obj.metadata

@@ -49,6 +49,23 @@ __all__ = [
 ]
 
 
+# Values a deep copy shares instead of copying (immutable; exact types, not subclasses).
+_IMMUTABLE = frozenset({str, int, float, bool, type(None), bytes})
+
+
+def _deep_copy(value: Any) -> Any:
+    """A deep copy of a field's value that is not immutable: JSON-shaped data is copied without
+    ``copy.deepcopy``'s per-value memo and dispatch; anything else falls back to it."""
+    cls = type(value)
+    if cls is dict:
+        return {k: v if type(v) in _IMMUTABLE else _deep_copy(v) for k, v in value.items()}
+    if cls is list:
+        return [v if type(v) in _IMMUTABLE else _deep_copy(v) for v in value]
+    if isinstance(value, KubeModel):
+        return value.__deepcopy__()
+    return copy.deepcopy(value)
+
+
 class KubeModel(BaseModel):
     """Base of every typed (sub-)structure: camelCase aliases, unknown fields kept."""
 
@@ -63,6 +80,27 @@ class KubeModel(BaseModel):
         # 0.805 -> 0.758 CPU s, 54.4 -> 52.6 MiB, 9 interleaved runs)
         defer_build=True,
     )
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Any:
+        """``copy.deepcopy`` / ``model_copy(deep=True)``: what pydantic's does (fields, extra
+        fields, the set of fields set, private attributes), with the JSON-shaped field values copied
+        by a walk that shares immutable values and skips ``copy.deepcopy``'s per-value memo and
+        dispatch (the copy a reconcile takes for ``MergeFrom(original)``). A sub-object shared by
+        two fields is copied twice rather than once: typed objects decoded from JSON share none.
+        """
+        if getattr(self, "__pydantic_private__", None) is not None:
+            return super().__deepcopy__(memo)
+        cls = type(self)
+        new = cls.__new__(cls)
+        immutable = _IMMUTABLE
+        fields = {k: v if type(v) in immutable else _deep_copy(v) for k, v in self.__dict__.items()}
+        extra = self.__pydantic_extra__
+        setattr_ = object.__setattr__
+        setattr_(new, "__dict__", fields)
+        setattr_(new, "__pydantic_extra__", None if extra is None else _deep_copy(extra))
+        setattr_(new, "__pydantic_fields_set__", set(self.__pydantic_fields_set__))
+        setattr_(new, "__pydantic_private__", None)
+        return new
 
 
 class OwnerReference(KubeModel):

@@ -16,11 +16,9 @@ reconciler's own lines carry them too; elsewhere it returns the ``pyctrl`` logge
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import sys
-from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
 
@@ -81,14 +79,23 @@ def from_context() -> Logger:
     return _current.get() or get_logger("pyctrl")
 
 
-@contextlib.contextmanager
-def bind_to_context(logger: Logger) -> Iterator[Logger]:
-    """Make ``logger`` what ``from_context()`` returns within the block (and tasks it creates)."""
-    token = _current.set(logger)
-    try:
-        yield logger
-    finally:
-        _current.reset(token)
+class bind_to_context:  # a function to its callers: ``with bind_to_context(log):``
+    """Make ``logger`` what ``from_context()`` returns within the block (and tasks it creates).
+
+    A class rather than a ``contextlib.contextmanager`` generator: it runs once per reconcile.
+    """
+
+    __slots__ = ("_logger", "_token")
+
+    def __init__(self, logger: Logger) -> None:
+        self._logger = logger
+
+    def __enter__(self) -> Logger:
+        self._token = _current.set(self._logger)
+        return self._logger
+
+    def __exit__(self, *exc: object) -> None:
+        _current.reset(self._token)
 
 
 def _kv(record: logging.LogRecord) -> dict[str, Any]:

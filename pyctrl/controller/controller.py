@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import random
 import time
 import typing
@@ -133,7 +134,7 @@ class Controller:
         self.clock: Clock = clock if clock is not None else RealClock()
         self.queue: RateLimitingQueue[Request] = RateLimitingQueue(rate_limiter, name=name, clock=self.clock)
         self.triggers: dict[Request, str] = {}
-        self.metrics = ControllerMetrics(name)
+        self.metrics = ControllerMetrics.of(name)
         self.log: Logger = get_logger("pyctrl.controller", controller=name)
         self._sources: list[Source] = []
         self._started = False
@@ -164,7 +165,7 @@ class Controller:
         if self._started:
             raise ControllerError(f"controller {self.name!r} was already started")
         self._started = True
-        self.metrics.max_concurrent.set(self.max_concurrent_reconciles)
+        self.metrics.max_concurrent = self.max_concurrent_reconciles
         workers: list[asyncio.Task[None]] = []
         try:
             await self._start_sources()
@@ -241,19 +242,23 @@ class Controller:
             reconcile_id=f"{random.getrandbits(48):012x}",  # as uuid4().hex[:12], no os.urandom call
             trigger=self.triggers.pop(request, "requeue"),
         )
-        log.debug("Reconciling")
-        self.metrics.active.inc()
+        debug = log.is_enabled_for(logging.DEBUG)
+        if debug:
+            log.debug("Reconciling")
+        m = self.metrics
+        m.active += 1
         started = time.perf_counter()
         try:
             with bind_to_context(log):
                 outcome = await self._reconcile(request)
         finally:
-            self.metrics.active.dec()
-            self.metrics.time.observe(time.perf_counter() - started)
+            m.active -= 1
+            m.time.observe(time.perf_counter() - started)
         if _trace.ENABLED:
             _trace.reconciled(self.name, request, outcome, time.perf_counter() - started)
         self._handle_outcome(request, priority, outcome, log)
-        log.debug("Reconcile done", duration_s=round(time.perf_counter() - started, 6))
+        if debug:
+            log.debug("Reconcile done", duration_s=round(time.perf_counter() - started, 6))
 
     def _handle_outcome(
         self, request: Request, priority: int, outcome: Result | BaseException, log: Logger
@@ -263,29 +268,29 @@ class Controller:
         match outcome:
             case TerminalError():
                 q.forget(request)
-                m.errors.inc()
-                m.terminal.inc()
-                m.total["error"].inc()
+                m.errors += 1
+                m.terminal += 1
+                m.results["error"] += 1
                 log.error("Reconciler error (terminal, not retried)", exc_info=outcome)
             case Conflict():
                 q.add_rate_limited(request, priority=priority)
-                m.total["requeue"].inc()
+                m.results["requeue"] += 1
                 log.info("Conflict (stale read), requeuing", error=str(outcome))
             case BaseException():
                 q.add_rate_limited(request, priority=priority)
-                m.errors.inc()
-                m.total["error"].inc()
+                m.errors += 1
+                m.results["error"] += 1
                 log.error("Reconciler error", exc_info=outcome)
             case Result(requeue_after=after) if after:
                 q.forget(request)
                 q.add_after(request, after, priority=outcome.priority or 0)
-                m.total["requeue_after"].inc()
+                m.results["requeue_after"] += 1
             case Result(requeue=True):
                 q.add_rate_limited(request, priority=outcome.priority or 0)
-                m.total["requeue"].inc()
+                m.results["requeue"] += 1
             case _:
                 q.forget(request)
-                m.total["success"].inc()
+                m.results["success"] += 1
 
     async def _reconcile(self, request: Request) -> Result | BaseException:
         """Run the reconciler once; return its Result or the exception it raised."""
@@ -296,14 +301,14 @@ class Controller:
             else:  # the reconcile runs as a task cancelled at the deadline on the clock
                 attempt = asyncio.ensure_future(self.reconciler.reconcile(request))
                 if not await done_by(self.clock, self.clock.now() + timeout, attempt):
-                    self.metrics.timeouts.inc()
+                    self.metrics.timeouts += 1
                     return TimeoutError(f"reconcile exceeded the reconciliation timeout ({timeout}s)")
                 result = attempt.result()
         except Exception as exc:
             if isinstance(exc, _PANIC_TYPES):
-                self.metrics.panics.inc()
+                self.metrics.panics += 1
             return exc
         if not isinstance(result, Result):
-            self.metrics.panics.inc()
+            self.metrics.panics += 1
             return TypeError(f"reconcile returned {type(result).__name__}, expected pyctrl.Result")
         return result

@@ -25,7 +25,15 @@ from typing import Any, Protocol, runtime_checkable
 from pyctrl import _access
 from pyctrl.client.gvk import GroupVersionKind
 from pyctrl.client.scheme import Kind, kind_gvk
-from pyctrl.event import CreateEvent, DeleteEvent, Event, GenericEvent, UpdateEvent
+from pyctrl.event import (
+    CachedUpdateEvent,
+    CreateEvent,
+    DeleteEvent,
+    Event,
+    GenericEvent,
+    UpdateEvent,
+    event_key,
+)
 from pyctrl.reconcile import Request
 from pyctrl.workqueue import LOW_PRIORITY
 
@@ -71,7 +79,10 @@ def dispatch(handler: EventHandler, event: Event, queue: RequestQueue) -> None:
 
 
 def _update_priority(event: UpdateEvent) -> int:
-    unchanged = _access.resource_version(event.object_old) == _access.resource_version(event.object_new)
+    if isinstance(event, CachedUpdateEvent):  # equal stored bytes: equal resourceVersions
+        unchanged = event.unchanged
+    else:
+        unchanged = _access.resource_version(event.object_old) == _access.resource_version(event.object_new)
     return LOW_PRIORITY if unchanged else 0
 
 
@@ -106,14 +117,26 @@ def _self_request(obj: Any) -> list[Request]:
     return [Request(_access.namespace(obj), _access.name(obj))]
 
 
+@dataclass(frozen=True)
+class _ForObject(_MapHandler):
+    """``enqueue_request_for_object``: one request per event, from the event's key (an event of a
+    ``Kind`` source knows it without decoding its object)."""
+
+    def create(self, event: CreateEvent, queue: RequestQueue) -> None:
+        queue.add(Request(*event_key(event)), priority=LOW_PRIORITY if event.is_in_initial_list else 0)
+
+    def update(self, event: UpdateEvent, queue: RequestQueue) -> None:
+        queue.add(Request(*event_key(event)), priority=_update_priority(event))
+
+    def delete(self, event: DeleteEvent, queue: RequestQueue) -> None:
+        queue.add(Request(*event_key(event)), priority=0)
+
+    def generic(self, event: GenericEvent, queue: RequestQueue) -> None:
+        queue.add(Request(*event_key(event)), priority=0)
+
+
 def enqueue_request_for_object() -> EventHandler:
     """Enqueue the object of each event (for updates, the new object: same name as the old)."""
-
-    @dataclass(frozen=True)
-    class _ForObject(_MapHandler):
-        def update(self, event: UpdateEvent, queue: RequestQueue) -> None:
-            self._add(queue, [event.object_new], _update_priority(event))
-
     return _ForObject(_self_request)
 
 

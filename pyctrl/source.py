@@ -23,9 +23,20 @@ from typing import Any, Protocol, runtime_checkable
 from pyctrl import trace as _trace
 from pyctrl.cache.cache import Informers, KindInformer
 from pyctrl.cache.informer import DeletedFinalStateUnknown, Registration
+from pyctrl.cache.reflector import Change
 from pyctrl.client.scheme import Kind as KindType
 from pyctrl.client.scheme import kind_gvk
-from pyctrl.event import CreateEvent, DeleteEvent, Event, GenericEvent, UpdateEvent
+from pyctrl.event import (
+    CachedCreateEvent,
+    CachedDeleteEvent,
+    CachedUpdateEvent,
+    CreateEvent,
+    Decode,
+    DeleteEvent,
+    Event,
+    GenericEvent,
+    UpdateEvent,
+)
 from pyctrl.handler import EventHandler, RequestQueue, _OwnerHandler, dispatch
 from pyctrl.predicate import Predicate, PredicateLike, as_predicate, passes
 
@@ -92,6 +103,23 @@ class Kind:
         return f"Kind({kind_gvk(self.kind)})"
 
     # informer handler interface ---------------------------------------------------------------
+    def on_change(self, change: Change, decode: Decode) -> None:
+        """The informer's change, its objects decoded only when a predicate or handler reads them."""
+        if change.type == "add":
+            assert change.new is not None
+            self._dispatch.emit(CachedCreateEvent(change.key, change.new, decode, change.in_initial_list))
+        elif change.type == "update":
+            assert change.old is not None
+            assert change.new is not None
+            self._dispatch.emit(CachedUpdateEvent(change.key, change.old, change.new, decode))
+        else:
+            assert change.old is not None
+            if change.tombstone:
+                ns, name = change.key
+                self.on_delete(DeletedFinalStateUnknown(f"{ns}/{name}" if ns else name, decode(change.old)))
+            else:
+                self._dispatch.emit(CachedDeleteEvent(change.key, change.old, decode))
+
     def on_add(self, obj: Any, is_in_initial_list: bool) -> None:
         self._dispatch.emit(CreateEvent(obj, is_in_initial_list))
 

@@ -17,7 +17,9 @@ Guarantees:
   ``is_in_initial_list=True``; its registration's ``has_synced()`` turns true once it has
   processed them (the informer's ``has_synced()`` once the store holds the first full list);
 - each handler gets freshly decoded objects (typed for a typed kind, dicts otherwise), never the
-  cached bytes' shared state;
+  cached bytes' shared state; a handler with an ``on_change(change, decode)`` method (pyctrl's
+  ``Kind`` source) gets the :class:`Change` itself and the decoder instead, and decodes only what
+  it reads;
 - with ``resync_period`` set, every cached object is redelivered as ``on_update(obj, obj)`` each
   period (±10 % jitter).
 - ``last_error`` says why it is not synced (or not watching): the error of its last failed list
@@ -114,6 +116,10 @@ class Registration:
     def __init__(self, handler: ResourceEventHandler, decode: Callable[[bytes], Any], name: str) -> None:
         self.handler = handler
         self._decode = decode
+        #: the handler takes changes undecoded (``on_change(change, decode)``)
+        self._on_change: Callable[[Change, Callable[[bytes], Any]], Awaitable[None] | None] | None = getattr(
+            handler, "on_change", None
+        )
         self._queue: deque[Change | object] = deque()
         self._wake = asyncio.Event()
         self._synced = False
@@ -163,6 +169,8 @@ class Registration:
         h, decode = self.handler, self._decode
         if _trace.ENABLED:
             _trace.delivered(self._name, change, h)
+        if self._on_change is not None:
+            return self._on_change(change, decode)
         if change.type == "add":
             assert change.new is not None
             return h.on_add(decode(change.new), change.in_initial_list)

@@ -40,12 +40,11 @@ import typing
 from collections.abc import Sequence
 from typing import Any
 
-from pyctrl import _access
 from pyctrl import trace as _trace
 from pyctrl._deadline import done_by
 from pyctrl.client.errors import Conflict
 from pyctrl.controller._metrics import ControllerMetrics
-from pyctrl.event import Event, event_object, event_type
+from pyctrl.event import Event, event_key, event_type
 from pyctrl.handler import RequestQueue
 from pyctrl.log import Logger, bind_to_context, get_logger
 from pyctrl.reconcile import Reconciler, Request, Result, TerminalError
@@ -155,8 +154,7 @@ class Controller:
         self._sources.append(source)
 
     def for_event(self, event: Event, source: str) -> RequestQueue:
-        obj = event_object(event)
-        ns, name = _access.namespace(obj), _access.name(obj)
+        ns, name = event_key(event)
         return _TriggerQueue(self, f"{event_type(event)} {source} {ns + '/' if ns else ''}{name}")
 
     # -- running -----------------------------------------------------------------------------

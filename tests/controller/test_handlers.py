@@ -6,7 +6,16 @@ from typing import Any
 
 from pyctrl.client.objects import ConfigMap, Namespace, ObjectMeta, OwnerReference, StatefulSet
 from pyctrl.client.restmapper import StaticRESTMapper
-from pyctrl.event import CreateEvent, DeleteEvent, Event, GenericEvent, UpdateEvent
+from pyctrl.event import (
+    CachedCreateEvent,
+    CachedDeleteEvent,
+    CachedUpdateEvent,
+    CreateEvent,
+    DeleteEvent,
+    Event,
+    GenericEvent,
+    UpdateEvent,
+)
 from pyctrl.handler import (
     EventHandler,
     _OwnerHandler,
@@ -133,3 +142,15 @@ def test_map_func_handler_enqueues_what_the_function_returns_deduplicated() -> N
     h = enqueue_requests_from_map_func(fan_out)
     assert run(h, GenericEvent(child())) == [(Request("ns", "x"), 0), (Request("ns", "y"), 0)]
     assert [p for _, p in run(h, CreateEvent(child(), is_in_initial_list=True))] == [LOW_PRIORITY] * 2
+
+
+def test_for_object_takes_the_key_and_priority_of_a_cached_event_without_decoding_it() -> None:
+    def refuse(data: bytes) -> Any:
+        raise AssertionError("decoded")
+
+    h, key = enqueue_request_for_object(), ("ns", "child")
+    stored, newer = b'{"metadata":{"resourceVersion":"1"}}', b'{"metadata":{"resourceVersion":"2"}}'
+    assert run(h, CachedCreateEvent(key, stored, refuse, True)) == [(Request("ns", "child"), LOW_PRIORITY)]
+    assert run(h, CachedUpdateEvent(key, stored, stored, refuse)) == [(Request("ns", "child"), LOW_PRIORITY)]
+    assert run(h, CachedUpdateEvent(key, stored, newer, refuse)) == [(Request("ns", "child"), 0)]
+    assert run(h, CachedDeleteEvent(key, stored, refuse)) == [(Request("ns", "child"), 0)]

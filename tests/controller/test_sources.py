@@ -7,10 +7,11 @@ import asyncio
 from typing import Any
 
 from pyctrl.cache import Cache
+from pyctrl.cache.reflector import Change
 from pyctrl.client.fake import FakeClient
 from pyctrl.client.objects import ConfigMap, ObjectMeta
 from pyctrl.event import CreateEvent, DeleteEvent, Event, GenericEvent, UpdateEvent, event_type
-from pyctrl.handler import RequestQueue
+from pyctrl.handler import RequestQueue, enqueue_request_for_object
 from pyctrl.predicate import resource_version_changed
 from pyctrl.reconcile import Request
 from pyctrl.source import Channel, Kind
@@ -117,3 +118,78 @@ async def test_channel_source_forwards_generic_events_and_wraps_plain_objects() 
     assert [e.object.metadata.name for e in handler.events] == ["a", "b"]  # type: ignore[union-attr]
     assert sink.sources == ["generic channel", "generic channel"]
     assert sink.added == [Request("ns", "x")] * 2
+
+
+class CountingDecoder:
+    """The informer's decoder for ConfigMaps, counting its calls."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, data: bytes) -> ConfigMap:
+        self.calls += 1
+        return ConfigMap.model_validate_json(data)
+
+
+def _change(kind: str, old: ConfigMap | None, new: ConfigMap | None, **flags: bool) -> Change:
+    def stored(obj: ConfigMap | None) -> bytes | None:
+        return None if obj is None else obj.model_dump_json(by_alias=True, exclude_none=True).encode()
+
+    return Change(kind, ("ns", "a"), stored(old), stored(new), **flags)  # type: ignore[arg-type]
+
+
+def test_kind_source_events_decode_nothing_for_the_object_handler_and_each_object_once_when_read() -> None:
+    source = Kind(Cache(FakeClient()), ConfigMap, enqueue_request_for_object())
+    sink = Sink()
+    source._dispatch.sink = sink  # as Kind.start does, without an informer
+    decode = CountingDecoder()
+    source.on_change(_change("add", None, cm("a"), in_initial_list=True), decode)
+    source.on_change(_change("update", cm("a"), cm("a", k="v")), decode)
+    source.on_change(_change("delete", cm("a", k="v"), None), decode)
+    assert decode.calls == 0  # the key and the stored bytes were enough
+    assert sink.added == [Request("ns", "a")] * 3
+    assert sink.sources == ["create ConfigMap", "update ConfigMap", "delete ConfigMap"]
+
+    seen: list[Event] = []
+
+    def record(event: Event) -> bool:
+        seen.append(event)
+        return True
+
+    reading = Kind(Cache(FakeClient()), ConfigMap, RecordingHandler(), [record])
+    reading._dispatch.sink = Sink()
+    reading.on_change(_change("update", cm("a"), cm("a", k="v")), decode)
+    (update,) = seen
+    assert isinstance(update, UpdateEvent)
+    assert update.object_new.data == {"k": "v"}
+    assert update.object_new is update.object_new  # decoded once, then kept
+    assert decode.calls == 1
+    assert update.object_old.data is None
+    assert decode.calls == 2
+
+
+def test_kind_source_events_from_one_change_hold_fresh_objects_each() -> None:
+    handler = RecordingHandler()
+    source = Kind(Cache(FakeClient()), ConfigMap, handler)
+    source._dispatch.sink = Sink()
+    change = _change("add", None, cm("a", k="v"))
+    source.on_change(change, CountingDecoder())
+    source.on_change(change, CountingDecoder())
+    first, second = handler.events
+    assert isinstance(first, CreateEvent)
+    assert isinstance(second, CreateEvent)
+    assert first.object == second.object
+    assert first.object is not second.object
+    first.object.data["k"] = "changed"
+    assert second.object.data == {"k": "v"}
+
+
+def test_a_tombstone_from_the_cache_is_a_delete_with_its_state_unknown() -> None:
+    handler = RecordingHandler()
+    source = Kind(Cache(FakeClient()), ConfigMap, handler)
+    source._dispatch.sink = Sink()
+    source.on_change(_change("delete", cm("a"), None, tombstone=True), CountingDecoder())
+    (event,) = handler.events
+    assert isinstance(event, DeleteEvent)
+    assert event.delete_state_unknown
+    assert event.object.metadata.name == "a"

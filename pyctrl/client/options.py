@@ -195,7 +195,7 @@ class PatchOptions(_WriteOptions):
     @classmethod
     def build(cls, patch: Patch, **options: Unpack[PatchKwargs]) -> PatchOptions:
         """The options of ``patch`` (keywords as for ``Writer.patch``), checked against its type."""
-        opts = cls(**options)
+        opts = cls(**options) if options else _NO_PATCH_OPTIONS  # most patches: one shared object
         if opts.force is not None and patch.patch_type is not PatchType.APPLY:
             raise ValueError("force applies only to server-side apply patches")
         if patch.patch_type is PatchType.APPLY and not opts.field_manager:
@@ -211,6 +211,9 @@ class PatchOptions(_WriteOptions):
             "fieldManager": self.field_manager,
             "force": self.force,
         }
+
+
+_NO_PATCH_OPTIONS = PatchOptions()
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote
@@ -44,6 +45,15 @@ def _gv_path(group: str, version: str) -> str:
     return f"/api/{version}" if not group else f"/apis/{group}/{version}"
 
 
+# Names and namespaces are DNS labels or subdomains: nothing in them needs quoting (quote() would
+# leave them as they are, at a few thousand instructions each).
+_UNRESERVED = re.compile(r"[A-Za-z0-9._~-]*").fullmatch
+
+
+def _quote(segment: str) -> str:
+    return segment if _UNRESERVED(segment) else quote(segment, safe="")
+
+
 def resource_path(
     mapping: RESTMapping,
     *,
@@ -57,7 +67,7 @@ def resource_path(
     parts = [_gv_path(gvr.group, gvr.version)]
     if mapping.namespaced:
         if namespace:
-            parts.append(f"namespaces/{quote(namespace, safe='')}")
+            parts.append(f"namespaces/{_quote(namespace)}")
         elif name is not None or not all_namespaces:
             raise ValueError(f"{mapping.gvk.kind} is namespaced: a namespace is required")
     elif namespace:
@@ -66,7 +76,7 @@ def resource_path(
     if name is not None:
         if not name:
             raise ValueError(f"{mapping.gvk.kind}: an object name is required")
-        parts.append(quote(name, safe=""))
+        parts.append(_quote(name))
         if subresource:
             parts.append(subresource)
     return "/".join(parts)

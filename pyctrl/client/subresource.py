@@ -14,7 +14,6 @@ the argument's type (a typed object or a fresh dict); server-side apply bodies n
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Protocol
 
 import orjson
@@ -62,8 +61,10 @@ class ObjectRequests:
 
     async def send(self, obj: Object, request: HTTPRequest) -> bytes:
         """``request`` on the object's URL (``request.path``, usually empty, is appended to it)."""
-        path = await self.path(obj) + request.path
-        return await self._endpoint.transport.send(dataclasses.replace(request, path=path))
+        r = request  # with the object's path before its own (dataclasses.replace costs 6x this)
+        path = await self.path(obj) + r.path
+        request = HTTPRequest(r.method, path, r.params, r.body, r.content_type, r.timeout, r.accept)
+        return await self._endpoint.transport.send(request)
 
     async def put(self, obj: ObjT, opts: UpdateOptions) -> ObjT:
         data = await self.send(obj, HTTPRequest("PUT", "", opts.query(), encode(obj), _JSON))

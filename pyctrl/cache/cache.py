@@ -177,6 +177,10 @@ class Cache(ReaderBase):
         self._watch_idle_timeout = watch_idle_timeout
         # (kind, metadata only?) -> its informers: one per kind and representation.
         self._kinds: dict[tuple[GroupVersionKind, bool], KindInformer] = {}
+        # kind -> (namespaced?, its informers by namespace, its decoder): filled by the first read
+        # of a kind, so the next gets find the store in one dict lookup (a reconcile reads its
+        # object from here every time)
+        self._readers: dict[Kind, tuple[bool, dict[str | None, Informer], Callable[[bytes], Any]]] = {}
         self._lock = asyncio.Lock()
         self._started = False
 
@@ -298,9 +302,18 @@ class Cache(ReaderBase):
     # -- Reader ---------------------------------------------------------------------------------
     async def _get(self, kind: Kind, name: str, opts: GetOptions) -> Any:
         namespace = opts.namespace
+        reader = self._readers.get(kind) if self._started else None
+        if reader is not None:  # a kind read before: its informer, if synced, answers at once
+            namespaced, by_namespace, decode = reader
+            informer = by_namespace.get(None) or by_namespace.get(namespace)
+            if informer is not None and informer.has_synced() and (namespace or not namespaced):
+                data = informer.store.get(namespace or "", name)
+                if data is not None:
+                    return decode(data)
         ki, informers = await self._synced_informers(kind, namespace)
         if ki.namespaced and not namespace:
             raise ValueError(f"{kind_gvk(kind).kind} is namespaced: a namespace is required")
+        self._readers[kind] = (ki.namespaced, ki.informers, decoder_for(kind))
         for informer in informers:
             data = informer.store.get(namespace or "", name)
             if data is not None:

@@ -61,6 +61,7 @@ class SplitClient(ReaderBase, WriterBase):
         self.client = client
         self._uncached = {kind_gvk(k) for k in uncached}
         self._cache_unstructured = cache_unstructured
+        self._routes: dict[Kind, Reader] = {}  # kind -> the reader of its reads, decided once
 
     @property
     def api_reader(self) -> Reader:
@@ -68,14 +69,18 @@ class SplitClient(ReaderBase, WriterBase):
         return self.client
 
     def _reader(self, kind: Kind) -> Reader:
-        if kind_gvk(kind) in self._uncached:
-            return self.client
-        if isinstance(kind, GroupVersionKind) and not self._cache_unstructured:
-            return self.client
-        return self.cache
+        reader = self._routes.get(kind)
+        if reader is None:
+            uncached = kind_gvk(kind) in self._uncached
+            unstructured = isinstance(kind, GroupVersionKind) and not self._cache_unstructured
+            reader = self._routes[kind] = self.client if uncached or unstructured else self.cache
+        return reader
 
     async def _get(self, kind: Kind, name: str, opts: GetOptions) -> Any:
-        return await self._reader(kind).get(kind, name, namespace=opts.namespace)
+        reader = self._reader(kind)
+        if isinstance(reader, ReaderBase):  # pyctrl's own readers take the parsed options as they are
+            return await reader._get(kind, name, opts)
+        return await reader.get(kind, name, namespace=opts.namespace)
 
     async def _list(self, kind: Kind, opts: ListOptions) -> ObjectList[Any]:
         reader = self._reader(kind)

@@ -107,6 +107,46 @@ async def test_per_kind_namespaces_restrict_what_is_cached(backend: Backend) -> 
             await cache.get(ConfigMap, "kube-root-ca.crt", namespace="kube-system")
 
 
+async def test_repeated_reads_of_a_kind_answer_as_the_first_read_did(backend: Backend) -> None:
+    """A kind read once is then read through a shortcut (its informer and decoder remembered):
+    every answer and every refusal of the first read stays the same."""
+    ns = backend.namespace
+    await backend.client.create(cm(ns, "a", v="1"))
+    cache = cache_of(backend, by_object={ConfigMap: ByObject(namespaces=[ns])})
+    await cache.start()
+    try:
+        for _ in range(2):
+            assert (await cache.get(ConfigMap, "a", namespace=ns)).data == {"v": "1"}
+            with pytest.raises(NotFound):
+                await cache.get(ConfigMap, "nope", namespace=ns)
+            with pytest.raises(CacheError, match="not cached"):
+                await cache.get(ConfigMap, "a", namespace="kube-system")
+            with pytest.raises(ValueError, match="namespace is required"):
+                await cache.get(ConfigMap, "a")
+        current = await backend.client.get(ConfigMap, "a", namespace=ns)
+        current.data = {"v": "2"}
+        await backend.client.update(current)
+
+        async def updated() -> None:
+            assert (await cache.get(ConfigMap, "a", namespace=ns)).data == {"v": "2"}
+
+        await eventually(updated)
+        await backend.client.delete(current)
+
+        async def deleted() -> bool:
+            try:
+                await cache.get(ConfigMap, "a", namespace=ns)
+            except NotFound:
+                return True
+            raise AssertionError("still cached")
+
+        assert await eventually(deleted)
+    finally:
+        await cache.stop()
+    with pytest.raises(CacheNotStarted):
+        await cache.get(ConfigMap, "a", namespace=ns)
+
+
 async def test_per_kind_label_selectors_restrict_what_is_cached(backend: Backend) -> None:
     ns = backend.namespace
     await backend.client.create(cm(ns, "mine", {"owner": "me"}))

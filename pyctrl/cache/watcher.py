@@ -152,21 +152,47 @@ DEFAULT_IDLE_TIMEOUT = 90.0
 
 
 async def _idle_bounded(stream: AsyncIterator[RawEvent], idle_timeout: float) -> AsyncIterator[RawEvent]:
-    """``stream``, raising :class:`RequestTimeout` when no event arrives for ``idle_timeout`` s."""
+    """``stream``, raising :class:`RequestTimeout` when a wait for its next event lasts
+    ``idle_timeout`` s.
+
+    ``asyncio.timeout`` around each wait would arm and cancel a timer per event; this keeps one
+    timer, due ``idle_timeout`` after the current wait began and moved on only when it fires, so
+    an event costs one clock read (the same bound: the wait in progress is what is timed)."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    waiting_since: float | None = None  # when the wait in progress began; None between waits
+    expired = False
+    timer: asyncio.TimerHandle
+
+    def check() -> None:
+        nonlocal timer, expired
+        if waiting_since is not None and loop.time() >= waiting_since + idle_timeout:
+            expired = True
+            task.cancel()
+        else:  # an event came since: due idle_timeout after the wait in progress (or the next) began
+            start = waiting_since if waiting_since is not None else loop.time()
+            timer = loop.call_at(start + idle_timeout, check)
+
+    timer = loop.call_at(loop.time() + idle_timeout, check)
     try:
         while True:
-            deadline = asyncio.timeout(idle_timeout)
+            cancelling = task.cancelling()
+            waiting_since = loop.time()
             try:
-                async with deadline:
-                    event = await anext(stream)
+                event = await anext(stream)
             except StopAsyncIteration:
                 return
-            except TimeoutError as exc:
-                if not deadline.expired():
-                    raise
-                raise RequestTimeout(f"watch stalled: no event or bookmark for {idle_timeout:g} s") from exc
+            except asyncio.CancelledError as exc:
+                if expired and task.uncancel() <= cancelling:
+                    silent = f"no event or bookmark for {idle_timeout:g} s"
+                    raise RequestTimeout(f"watch stalled: {silent}") from exc
+                raise
+            finally:
+                waiting_since = None
             yield event
     finally:
+        timer.cancel()
         if hasattr(stream, "aclose"):
             await stream.aclose()
 
@@ -330,14 +356,15 @@ class Watcher:
 
     async def _watching(self) -> AsyncIterator[WatcherEvent]:
         assert self._stream is not None
+        debug = log.isEnabledFor(logging.DEBUG)
         async for event in self._stream:
             self.last_error = None
             rv = (event.object.get("metadata") or {}).get("resourceVersion")
             if rv:
                 self.resource_version = str(rv)
-            log.debug(
-                "%s: %s %s %s", self._name, event.type, (event.object.get("metadata") or {}).get("name"), rv
-            )
+            if debug:
+                name = (event.object.get("metadata") or {}).get("name")
+                log.debug("%s: %s %s %s", self._name, event.type, name, rv)
             if _trace.ENABLED:
                 _trace.watch_event(self._name, event.type, event.object)
             match event.type:

@@ -7,8 +7,18 @@ from collections.abc import AsyncGenerator
 
 import pytest
 
-from pyctrl.cache.watcher import Apply, Backoff, Delete, Init, InitDone, InitPage, Watcher, WatcherEvent
-from pyctrl.client import Expired, Gone, Invalid, TransportError
+from pyctrl.cache.watcher import (
+    Apply,
+    Backoff,
+    Delete,
+    Init,
+    InitDone,
+    InitPage,
+    Watcher,
+    WatcherEvent,
+    _idle_bounded,
+)
+from pyctrl.client import Expired, Gone, Invalid, RequestTimeout, TransportError
 from pyctrl.client.watch import RawEvent, RawList
 from pyctrl.testing import eventually
 from pyctrl.workqueue import FakeClock
@@ -254,3 +264,28 @@ async def test_a_stalled_streaming_list_starts_over() -> None:
 def test_the_idle_timeout_must_be_positive() -> None:
     with pytest.raises(ValueError, match="idle_timeout must be positive"):
         Watcher(ScriptedLW(), idle_timeout=0)
+
+
+async def _spaced(count: int, gap: float) -> AsyncGenerator[RawEvent, None]:
+    for i in range(count):
+        await asyncio.sleep(gap)
+        yield RawEvent("MODIFIED", obj("a", str(i)))
+    await asyncio.Event().wait()  # then silent, open
+
+
+async def test_the_idle_bound_times_each_wait_not_the_whole_stream() -> None:
+    # 40 events 0.05 s apart: 2 s in all, each wait far under the 1 s bound
+    stream = _idle_bounded(_spaced(40, 0.05), 1.0)
+    got = [await anext(stream) for _ in range(40)]
+    assert [e.object["metadata"]["resourceVersion"] for e in got] == [str(i) for i in range(40)]
+    with pytest.raises(RequestTimeout, match="no event or bookmark for 1 s"):
+        await anext(stream)  # the silence after the last event (the generator is finished by it)
+
+
+async def test_a_cancelled_wait_stays_a_cancellation_not_a_stall() -> None:
+    stream = _idle_bounded(_spaced(0, 0.0), 30.0)
+    waiting = asyncio.ensure_future(anext(stream))
+    await asyncio.sleep(0.01)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting

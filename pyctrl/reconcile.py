@@ -20,14 +20,18 @@ raises ``TerminalError``      ``forget``, no retry        ``error`` (+ terminal 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 __all__ = ["Reconciler", "Request", "Result", "TerminalError"]
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
-    """The object to reconcile: its namespace ("" for cluster-scoped) and name."""
+class Request(NamedTuple):
+    """The object to reconcile: its namespace ("" for cluster-scoped) and name.
+
+    A tuple (as ``types.NamespacedName`` is a plain struct): it is the workqueue's key, hashed
+    several times per reconcile, and a tuple hashes and compares in C, where a frozen dataclass
+    runs Python for each. ``ns, name = request`` works; it equals the plain tuple of its fields.
+    """
 
     namespace: str
     name: str

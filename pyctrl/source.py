@@ -78,7 +78,7 @@ class _Dispatcher:
             return
         if _trace.ENABLED:
             _trace.predicates(self.description, event, self.predicates)
-        if not all(passes(p, event) for p in self.predicates):
+        if self.predicates and not all(passes(p, event) for p in self.predicates):
             return
         dispatch(self.handler, event, self.sink.for_event(event, self.description))
 

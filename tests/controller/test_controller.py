@@ -370,3 +370,16 @@ def test_a_reconciler_returning_a_result_subclass_is_accepted() -> None:
 def test_a_controller_needs_a_name_and_at_least_one_worker(name: str, workers: int) -> None:
     with pytest.raises(ControllerError):
         Controller(name, ScriptedReconciler(), max_concurrent_reconciles=workers)
+
+
+def test_a_request_is_a_hashable_value_of_namespace_and_name() -> None:
+    request = Request("ns", "a")
+    assert (request.namespace, request.name) == ("ns", "a")
+    ns, name = request
+    assert (ns, name) == ("ns", "a")
+    assert {request: 1}[Request("ns", "a")] == 1
+    assert str(request) == "ns/a"
+    assert str(Request("", "node-1")) == "node-1"
+    assert repr(request) == "Request(namespace='ns', name='a')"
+    with pytest.raises(AttributeError):
+        request.name = "b"  # type: ignore[misc]

@@ -4,15 +4,17 @@ Each *variant* is a peer module run from a source tree (``label=TREE:MODULE``; t
 on ``sys.path``, so a second checkout of pyctrl, e.g. a ``git worktree`` at an older commit, can be
 compared with this one under the same interpreter). Modes:
 
-- ``import``: ``python -c "import MODULE"``; the child's CPU seconds (user + system) and peak RSS
-  (``ru_maxrss``) from ``wait4``;
+- ``import``: ``python -c "import MODULE"``; the child's CPU seconds (user + system, from
+  ``wait4``) and peak RSS (its ``VmHWM``);
 - ``cluster`` (needs ``--kubeconfig``, a control plane with ``peers/crd.yaml``): the peer started
   on a fresh empty namespace, spawn to the convergence of its first Item (the benchmark's
   *start-up*: seconds and the CPU used by then), then, on one namespace holding ``--objects``
   converged Items, a fresh process's RSS once a new Item converged and it is quiet (*RSS idle*).
 
 Every round runs each variant once, the order rotated each round; medians are printed, with the
-ratios of every variant to the first. Figures are printed, never asserted.
+ratios of every variant to the first (of the medians, and the median of the per-round ratios:
+*paired*, which the machine's drift between rounds disturbs less). Figures are printed, never
+asserted.
 
 ``--bytecode`` sets up each tree's ``pyctrl`` and ``benchmarks`` bytecode first: ``compile`` (as a
 ``pip install`` leaves an installed package) or ``remove`` (what a checkout run with
@@ -166,8 +168,9 @@ def _report(variants: list[Variant]) -> None:
             vals = v.figures.get(name, [])
             med = statistics.median(vals)
             ratio = med / statistics.median(base.figures[name])
+            paired = statistics.median(x / y for x, y in zip(vals, base.figures[name], strict=True))
             each = " ".join(f"{x:.3f}" for x in vals)
-            print(f"  {v.label:<12} median {med:8.3f}  ratio {ratio:5.3f}  ({each})")
+            print(f"  {v.label:<12} median {med:8.3f}  ratio {ratio:5.3f}  paired {paired:5.3f}  ({each})")
 
 
 def main() -> int:

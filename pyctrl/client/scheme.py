@@ -15,6 +15,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any, TypeAlias, TypeVar
 
@@ -40,6 +41,8 @@ __all__ = [
 
 T = TypeVar("T", bound=KubeObject)
 
+_first_lock = threading.Lock()
+
 #: A typed object or an unstructured dict (``apiVersion``, ``kind``, ``metadata``…).
 Object: TypeAlias = KubeObject | dict[str, Any]
 #: How a kind is named: a typed class, or a GVK for unstructured access.
@@ -59,9 +62,12 @@ class Scheme:
     @property
     def _by_gvk(self) -> dict[GroupVersionKind, type[KubeObject]]:
         if self._first is not None:
-            first, self._first = self._first, None
-            # as if added before every kind added since: a later kind of the same GVK wins
-            self._registered = {kind_gvk(cls): cls for cls in first()} | self._registered
+            with _first_lock:  # another thread reads the whole registry too, not a part of it
+                if self._first is not None:
+                    # as if added before every kind added since: a later kind of the same GVK wins
+                    first = {kind_gvk(cls): cls for cls in self._first()}
+                    self._registered = first | self._registered
+                    self._first = None
         return self._registered
 
     def add(self, *types: type[KubeObject]) -> None:

@@ -37,14 +37,56 @@ Errors, one tree per package boundary (each package raises its own or the client
     ConversionError (ValueError)           versions of a kind that cannot be converted
     WebhookError (RuntimeError)            the webhook server cannot serve
     ShutDown                               the workqueue was shut down
+
+The names here (and the sub-packages as attributes, ``pyctrl.client``) are imported when first
+read (:mod:`pyctrl._lazy`): ``import pyctrl.client.errors`` does not load the manager.
 """
 
-from pyctrl.builder import BuilderError, ControllerBuilder, WebhookBuilder
-from pyctrl.client import ApiClient, Config, load_config
-from pyctrl.controller import Controller, ControllerError
-from pyctrl.log import get_logger, setup_logging
-from pyctrl.manager import Manager, ManagerError, Runnable
-from pyctrl.reconcile import Reconciler, Request, Result, TerminalError
+import typing as _typing
+
+from pyctrl import _lazy
+
+if _typing.TYPE_CHECKING:
+    from pyctrl.builder import BuilderError, ControllerBuilder, WebhookBuilder
+    from pyctrl.client import ApiClient, Config, load_config
+    from pyctrl.controller import Controller, ControllerError
+    from pyctrl.log import get_logger, setup_logging
+    from pyctrl.manager import Manager, ManagerError, Runnable
+    from pyctrl.reconcile import Reconciler, Request, Result, TerminalError
+else:
+    __getattr__, __dir__ = _lazy.attributes(
+        __name__,
+        {
+            "pyctrl.builder": ("BuilderError", "ControllerBuilder", "WebhookBuilder"),
+            "pyctrl.client": ("ApiClient", "Config", "load_config"),
+            "pyctrl.controller": ("Controller", "ControllerError"),
+            "pyctrl.log": ("get_logger", "setup_logging"),
+            "pyctrl.manager": ("Manager", "ManagerError", "Runnable"),
+            "pyctrl.reconcile": ("Reconciler", "Request", "Result", "TerminalError"),
+        },
+        # the sub-packages the eager facade's imports bound on it
+        submodules=(
+            "builder",
+            "cache",
+            "client",
+            "controller",
+            "conversion",
+            "event",
+            "handler",
+            "healthz",
+            "leaderelection",
+            "log",
+            "manager",
+            "metrics",
+            "predicate",
+            "reconcile",
+            "recorder",
+            "source",
+            "trace",
+            "webhook",
+            "workqueue",
+        ),
+    )
 
 __version__ = "0.1.0"
 

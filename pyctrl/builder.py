@@ -41,26 +41,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from pyctrl.client.objects import PartialObjectMetadata
 from pyctrl.client.restmapper import StaticRESTMapper
 from pyctrl.client.scheme import Kind as KindType
 from pyctrl.client.scheme import kind_gvk
 from pyctrl.controller import Controller, ControllerError
-from pyctrl.conversion import ConversionError, versions_of
 from pyctrl.handler import EventHandler, enqueue_request_for_object, enqueue_request_for_owner
 from pyctrl.manager import ManagerProtocol, WebhookHost
 from pyctrl.predicate import PredicateLike
 from pyctrl.source import Kind, Source
-from pyctrl.webhook import (
-    ConversionHandler,
-    CustomDefaulter,
-    CustomValidator,
-    with_custom_defaulter,
-    with_custom_validator,
-)
 from pyctrl.workqueue import Clock, RateLimiter
+
+if TYPE_CHECKING:  # at run time imported by WebhookBuilder: controllers alone never load them
+    from pyctrl.webhook import CustomDefaulter, CustomValidator
 
 __all__ = [
     "CONVERT_PATH",
@@ -257,6 +252,8 @@ class WebhookBuilder:
 
     def _convertible(self, kind: KindType) -> bool:
         """Several versions of the kind in the scheme: conversion is served (and must be sound)."""
+        from pyctrl.conversion import ConversionError, versions_of
+
         gvk = kind_gvk(kind)
         scheme = self._mgr.scheme
         if sum((g.group, g.kind) == (gvk.group, gvk.kind) for g in scheme.known_kinds()) < 2:
@@ -280,6 +277,8 @@ class WebhookBuilder:
 
     def complete(self) -> list[str]:
         """Register the handlers; returns the paths served."""
+        from pyctrl.webhook import ConversionHandler, with_custom_defaulter, with_custom_validator
+
         if self._kind is None:
             raise BuilderError("WebhookBuilder needs for_(kind)")
         convertible = self._convertible(self._kind)

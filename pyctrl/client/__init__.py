@@ -18,90 +18,208 @@ Mirrors controller-runtime ``pkg/client`` (+ ``pkg/client/config``, ``pkg/client
 - ``watch``       -- watch events and the raw list/watch source of informers
 - ``split``       -- ``SplitClient``: reads from the informer cache, writes to the apiserver
 - ``fake``        -- ``FakeClient``: in-memory implementation for unit tests
+
+Every name below is imported when first read (:mod:`pyctrl._lazy`): ``import pyctrl.client``
+costs nothing, ``from pyctrl.client import NotFound`` loads the errors module alone.
 """
 
-from pyctrl.client.client import ApiClient
-from pyctrl.client.config import Config, load_config, load_incluster_config, load_kubeconfig
-from pyctrl.client.errors import (
-    AlreadyExists,
-    ApiError,
-    BadRequest,
-    CacheError,
-    CacheNotStarted,
-    CacheSyncTimeout,
-    ConfigError,
-    Conflict,
-    Expired,
-    FieldNotIndexed,
-    Forbidden,
-    Gone,
-    InternalError,
-    Invalid,
-    KubernetesError,
-    MethodNotAllowed,
-    NotAcceptable,
-    NotFound,
-    RequestEntityTooLarge,
-    RequestTimeout,
-    ServerTimeout,
-    ServiceUnavailable,
-    StatusCause,
-    TooManyRequests,
-    TransportError,
-    Unauthorized,
-    UnknownKind,
-    UnsupportedMediaType,
-)
-from pyctrl.client.gvk import GroupVersionKind, GroupVersionResource
-from pyctrl.client.interfaces import (
-    Client,
-    ObjectList,
-    ObjectWriterBase,
-    Reader,
-    ReaderBase,
-    StatusWriter,
-    SubResourceClient,
-    Writer,
-    WriterBase,
-)
-from pyctrl.client.objects import (
-    ConfigMap,
-    Event,
-    Job,
-    KubeModel,
-    KubeObject,
-    LabelSelector,
-    Lease,
-    Namespace,
-    ObjectMeta,
-    OwnerReference,
-    PartialObjectMetadata,
-    PersistentVolumeClaim,
-    Pod,
-    PodDisruptionBudget,
-    Scale,
-    Secret,
-    Service,
-    StatefulSet,
-)
-from pyctrl.client.options import (
-    CreateOptions,
-    DeleteAllOfOptions,
-    DeleteOptions,
-    GetOptions,
-    ListOptions,
-    PatchOptions,
-    Preconditions,
-    PropagationPolicy,
-    UpdateOptions,
-)
-from pyctrl.client.patch import Apply, MergeFrom, Patch, PatchType, RawPatch
-from pyctrl.client.rest import HTTPRequest, HTTPTransport, Transport
-from pyctrl.client.restmapper import DiscoveryRESTMapper, RESTMapper, RESTMapping, StaticRESTMapper
-from pyctrl.client.scheme import Kind, Object, Scheme, default_scheme
-from pyctrl.client.selectors import FieldSelector, Selector
-from pyctrl.client.split import SplitClient
-from pyctrl.client.watch import ListerWatcher, RawEvent, RawList, WatchEvent
+import typing as _typing
+
+from pyctrl import _lazy
+
+if _typing.TYPE_CHECKING:
+    from pyctrl.client.client import ApiClient
+    from pyctrl.client.config import Config, load_config, load_incluster_config, load_kubeconfig
+    from pyctrl.client.errors import (
+        AlreadyExists,
+        ApiError,
+        BadRequest,
+        CacheError,
+        CacheNotStarted,
+        CacheSyncTimeout,
+        ConfigError,
+        Conflict,
+        Expired,
+        FieldNotIndexed,
+        Forbidden,
+        Gone,
+        InternalError,
+        Invalid,
+        KubernetesError,
+        MethodNotAllowed,
+        NotAcceptable,
+        NotFound,
+        RequestEntityTooLarge,
+        RequestTimeout,
+        ServerTimeout,
+        ServiceUnavailable,
+        StatusCause,
+        TooManyRequests,
+        TransportError,
+        Unauthorized,
+        UnknownKind,
+        UnsupportedMediaType,
+    )
+    from pyctrl.client.gvk import GroupVersionKind, GroupVersionResource
+    from pyctrl.client.interfaces import (
+        Client,
+        ObjectList,
+        ObjectWriterBase,
+        Reader,
+        ReaderBase,
+        StatusWriter,
+        SubResourceClient,
+        Writer,
+        WriterBase,
+    )
+    from pyctrl.client.objects import (
+        ConfigMap,
+        Event,
+        Job,
+        KubeModel,
+        KubeObject,
+        LabelSelector,
+        Lease,
+        Namespace,
+        ObjectMeta,
+        OwnerReference,
+        PartialObjectMetadata,
+        PersistentVolumeClaim,
+        Pod,
+        PodDisruptionBudget,
+        Scale,
+        Secret,
+        Service,
+        StatefulSet,
+    )
+    from pyctrl.client.options import (
+        CreateOptions,
+        DeleteAllOfOptions,
+        DeleteOptions,
+        GetOptions,
+        ListOptions,
+        PatchOptions,
+        Preconditions,
+        PropagationPolicy,
+        UpdateOptions,
+    )
+    from pyctrl.client.patch import Apply, MergeFrom, Patch, PatchType, RawPatch
+    from pyctrl.client.rest import HTTPRequest, HTTPTransport, Transport
+    from pyctrl.client.restmapper import DiscoveryRESTMapper, RESTMapper, RESTMapping, StaticRESTMapper
+    from pyctrl.client.scheme import Kind, Object, Scheme, default_scheme
+    from pyctrl.client.selectors import FieldSelector, Selector
+    from pyctrl.client.split import SplitClient
+    from pyctrl.client.watch import ListerWatcher, RawEvent, RawList, WatchEvent
+else:
+    __getattr__, __dir__ = _lazy.attributes(
+        __name__,
+        {
+            "pyctrl.client.client": ("ApiClient",),
+            "pyctrl.client.config": ("Config", "load_config", "load_incluster_config", "load_kubeconfig"),
+            "pyctrl.client.errors": (
+                "AlreadyExists",
+                "ApiError",
+                "BadRequest",
+                "CacheError",
+                "CacheNotStarted",
+                "CacheSyncTimeout",
+                "ConfigError",
+                "Conflict",
+                "Expired",
+                "FieldNotIndexed",
+                "Forbidden",
+                "Gone",
+                "InternalError",
+                "Invalid",
+                "KubernetesError",
+                "MethodNotAllowed",
+                "NotAcceptable",
+                "NotFound",
+                "RequestEntityTooLarge",
+                "RequestTimeout",
+                "ServerTimeout",
+                "ServiceUnavailable",
+                "StatusCause",
+                "TooManyRequests",
+                "TransportError",
+                "Unauthorized",
+                "UnknownKind",
+                "UnsupportedMediaType",
+            ),
+            "pyctrl.client.gvk": ("GroupVersionKind", "GroupVersionResource"),
+            "pyctrl.client.interfaces": (
+                "Client",
+                "ObjectList",
+                "ObjectWriterBase",
+                "Reader",
+                "ReaderBase",
+                "StatusWriter",
+                "SubResourceClient",
+                "Writer",
+                "WriterBase",
+            ),
+            "pyctrl.client.objects": (
+                "ConfigMap",
+                "Event",
+                "Job",
+                "KubeModel",
+                "KubeObject",
+                "LabelSelector",
+                "Lease",
+                "Namespace",
+                "ObjectMeta",
+                "OwnerReference",
+                "PartialObjectMetadata",
+                "PersistentVolumeClaim",
+                "Pod",
+                "PodDisruptionBudget",
+                "Scale",
+                "Secret",
+                "Service",
+                "StatefulSet",
+            ),
+            "pyctrl.client.options": (
+                "CreateOptions",
+                "DeleteAllOfOptions",
+                "DeleteOptions",
+                "GetOptions",
+                "ListOptions",
+                "PatchOptions",
+                "Preconditions",
+                "PropagationPolicy",
+                "UpdateOptions",
+            ),
+            "pyctrl.client.patch": ("Apply", "MergeFrom", "Patch", "PatchType", "RawPatch"),
+            "pyctrl.client.rest": ("HTTPRequest", "HTTPTransport", "Transport"),
+            "pyctrl.client.restmapper": (
+                "DiscoveryRESTMapper",
+                "RESTMapper",
+                "RESTMapping",
+                "StaticRESTMapper",
+            ),
+            "pyctrl.client.scheme": ("Kind", "Object", "Scheme", "default_scheme"),
+            "pyctrl.client.selectors": ("FieldSelector", "Selector"),
+            "pyctrl.client.split": ("SplitClient",),
+            "pyctrl.client.watch": ("ListerWatcher", "RawEvent", "RawList", "WatchEvent"),
+        },
+        submodules=(
+            "client",
+            "config",
+            "errors",
+            "gvk",
+            "interfaces",
+            "objects",
+            "options",
+            "patch",
+            "rest",
+            "restmapper",
+            "scheme",
+            "selectors",
+            "split",
+            "subresource",
+            "watch",
+        ),
+    )
 
 __all__ = [
     "AlreadyExists",

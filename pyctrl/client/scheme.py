@@ -15,14 +15,15 @@ Guarantees:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable
 from typing import Any, TypeAlias, TypeVar
 
 import orjson
 
 from pyctrl.client.errors import UnknownKind
 from pyctrl.client.gvk import GroupVersionKind
-from pyctrl.client.objects import BUILTIN_KINDS, KubeObject, Scale
+from pyctrl.client.objects import KubeObject
 
 __all__ = [
     "Kind",
@@ -40,6 +41,8 @@ __all__ = [
 
 T = TypeVar("T", bound=KubeObject)
 
+_first_lock = threading.Lock()
+
 #: A typed object or an unstructured dict (``apiVersion``, ``kind``, ``metadata``…).
 Object: TypeAlias = KubeObject | dict[str, Any]
 #: How a kind is named: a typed class, or a GVK for unstructured access.
@@ -50,13 +53,27 @@ class Scheme:
     """A registry of typed kinds: GVK → class and class → GVK."""
 
     def __init__(self, types: Iterable[type[KubeObject]] = ()) -> None:
-        self._by_gvk: dict[GroupVersionKind, type[KubeObject]] = {}
+        self._registered: dict[GroupVersionKind, type[KubeObject]] = {}
+        #: kinds registered before any other, imported when the scheme is first read (the
+        #: default scheme's built-in kinds: a program that never reads it never imports them)
+        self._first: Callable[[], Iterable[type[KubeObject]]] | None = None
         self.add(*types)
+
+    @property
+    def _by_gvk(self) -> dict[GroupVersionKind, type[KubeObject]]:
+        if self._first is not None:
+            with _first_lock:  # another thread reads the whole registry too, not a part of it
+                if self._first is not None:
+                    # as if added before every kind added since: a later kind of the same GVK wins
+                    first = {kind_gvk(cls): cls for cls in self._first()}
+                    self._registered = first | self._registered
+                    self._first = None
+        return self._registered
 
     def add(self, *types: type[KubeObject]) -> None:
         """Register typed kinds (each must define ``gvk``)."""
         for cls in types:
-            self._by_gvk[kind_gvk(cls)] = cls
+            self._registered[kind_gvk(cls)] = cls
 
     def type_for(self, gvk: GroupVersionKind) -> type[KubeObject] | None:
         """The registered class for ``gvk``, or ``None`` (use unstructured dicts then)."""
@@ -86,8 +103,15 @@ def kind_gvk(kind: Kind) -> GroupVersionKind:
     raise UnknownKind(f"not a kind: {kind!r} (pass a KubeObject subclass or a GroupVersionKind)")
 
 
+def _builtin_kinds() -> tuple[type[KubeObject], ...]:
+    from pyctrl.client.objects import BUILTIN_KINDS, Scale
+
+    return (*BUILTIN_KINDS, Scale)
+
+
 #: The scheme with the built-in kinds (client-go's ``scheme.Scheme``); add your CRD types to it.
-default_scheme = Scheme((*BUILTIN_KINDS, Scale))
+default_scheme = Scheme()
+default_scheme._first = _builtin_kinds
 
 
 def kind_of(obj: Object) -> Kind:

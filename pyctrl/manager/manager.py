@@ -34,18 +34,20 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pyctrl.cache import Cache, CacheOptions, Informers
 from pyctrl.client import ApiClient, Config
 from pyctrl.client.scheme import Kind, Scheme, default_scheme
 from pyctrl.client.split import SplitClient
 from pyctrl.healthz import Checker, ping
-from pyctrl.leaderelection import LeaderElectionConfig, LeaderElectionLost, LeaderElector
 from pyctrl.log import get_logger
 from pyctrl.manager.servers import HTTPServer, health_app, metrics_app, parse_bind_address
 from pyctrl.recorder import EventBroadcaster, EventRecorder
-from pyctrl.webhook import Server as WebhookServer
+
+if TYPE_CHECKING:  # at run time imported where used: a manager without them never loads them
+    from pyctrl.leaderelection import LeaderElector
+    from pyctrl.webhook import Server as WebhookServer
 
 __all__ = ["Manager", "ManagerError", "ManagerProtocol", "Runnable", "WebhookHost"]
 
@@ -185,6 +187,8 @@ class Manager:
         if leader_election:
             if not leader_election_id:
                 raise ManagerError("leader_election needs leader_election_id (the Lease name)")
+            from pyctrl.leaderelection import LeaderElectionConfig, LeaderElector
+
             self.elector = LeaderElector(
                 self.api_client,
                 LeaderElectionConfig(
@@ -243,6 +247,8 @@ class Manager:
         if self._webhook_server is None:
             if self._started:
                 raise ManagerError("the webhook server must be set up before the manager starts")
+            from pyctrl.webhook import Server as WebhookServer
+
             self._webhook_server = WebhookServer()
         return self._webhook_server
 
@@ -360,6 +366,8 @@ class Manager:
 
     def _check_finished(self, task: asyncio.Task[Any], stop: asyncio.Event) -> None:
         if task in self._elector_group.tasks:
+            from pyctrl.leaderelection import LeaderElectionLost  # loaded with the elector
+
             self._leader_group.stop.set()
             for t in self._leader_group.tasks:
                 t.cancel()  # at once, not gracefully: another candidate may take the lease soon

@@ -19,6 +19,8 @@ PUBLIC = ["pyctrl.client", "pyctrl.cache", "pyctrl.client.fake", "pyctrl.client.
 @pytest.mark.parametrize("name", PUBLIC)
 def test_all_lists_every_public_name_and_each_resolves(name: str) -> None:
     module = importlib.import_module(name)
+    for public_name in module.__all__:  # binds the names a lazy package imports on first read
+        getattr(module, public_name)
     exported = set(module.__all__)
     public = {
         n

@@ -1,31 +1,13 @@
 """Typed Kubernetes objects: metadata, the :class:`KubeObject` base, and the built-in kinds pyctrl's
-operators use. Lossless (unknown fields survive a round-trip); see :mod:`.meta` for the design."""
+operators use. Lossless (unknown fields survive a round-trip); see :mod:`.meta` for the design.
 
-from pyctrl.client.objects.batch import Job, JobCondition, JobSpec, JobStatus
-from pyctrl.client.objects.core import (
-    ConfigMap,
-    Container,
-    ContainerPort,
-    ContainerStatus,
-    EnvVar,
-    Event,
-    Namespace,
-    PersistentVolumeClaim,
-    PersistentVolumeClaimSpec,
-    PersistentVolumeClaimStatus,
-    Pod,
-    PodCondition,
-    PodSpec,
-    PodStatus,
-    PodTemplateSpec,
-    ResourceRequirements,
-    Secret,
-    Service,
-    ServicePort,
-    ServiceSpec,
-    Volume,
-    VolumeMount,
-)
+The built-in kinds' modules (:mod:`.core`, :mod:`.workloads`, :mod:`.batch`) are imported when one
+of their names is first read (:mod:`pyctrl._lazy`): a controller of its own kinds never loads them.
+"""
+
+import typing as _typing
+
+from pyctrl import _lazy
 from pyctrl.client.objects.meta import (
     Condition,
     KubeModel,
@@ -38,34 +20,113 @@ from pyctrl.client.objects.meta import (
     PartialObjectMetadata,
     is_metadata_only,
 )
-from pyctrl.client.objects.workloads import (
-    Lease,
-    LeaseSpec,
-    PodDisruptionBudget,
-    PodDisruptionBudgetSpec,
-    PodDisruptionBudgetStatus,
-    Scale,
-    ScaleSpec,
-    ScaleStatus,
-    StatefulSet,
-    StatefulSetSpec,
-    StatefulSetStatus,
-)
 
-#: The built-in kinds registered in the default scheme.
-BUILTIN_KINDS: tuple[type[KubeObject], ...] = (
-    ConfigMap,
-    Secret,
-    Service,
-    Pod,
-    PersistentVolumeClaim,
-    Event,
-    Namespace,
-    StatefulSet,
-    PodDisruptionBudget,
-    Lease,
-    Job,
-)
+
+def _builtin_kinds() -> tuple[type[KubeObject], ...]:
+    from pyctrl.client.objects.batch import Job
+    from pyctrl.client.objects.core import (
+        ConfigMap,
+        Event,
+        Namespace,
+        PersistentVolumeClaim,
+        Pod,
+        Secret,
+        Service,
+    )
+    from pyctrl.client.objects.workloads import Lease, PodDisruptionBudget, StatefulSet
+
+    kinds = (ConfigMap, Secret, Service, Pod, PersistentVolumeClaim, Event, Namespace, StatefulSet)
+    return (*kinds, PodDisruptionBudget, Lease, Job)
+
+
+if _typing.TYPE_CHECKING:
+    from pyctrl.client.objects.batch import Job, JobCondition, JobSpec, JobStatus
+    from pyctrl.client.objects.core import (
+        ConfigMap,
+        Container,
+        ContainerPort,
+        ContainerStatus,
+        EnvVar,
+        Event,
+        Namespace,
+        PersistentVolumeClaim,
+        PersistentVolumeClaimSpec,
+        PersistentVolumeClaimStatus,
+        Pod,
+        PodCondition,
+        PodSpec,
+        PodStatus,
+        PodTemplateSpec,
+        ResourceRequirements,
+        Secret,
+        Service,
+        ServicePort,
+        ServiceSpec,
+        Volume,
+        VolumeMount,
+    )
+    from pyctrl.client.objects.workloads import (
+        Lease,
+        LeaseSpec,
+        PodDisruptionBudget,
+        PodDisruptionBudgetSpec,
+        PodDisruptionBudgetStatus,
+        Scale,
+        ScaleSpec,
+        ScaleStatus,
+        StatefulSet,
+        StatefulSetSpec,
+        StatefulSetStatus,
+    )
+
+    #: The built-in kinds registered in the default scheme.
+    BUILTIN_KINDS: tuple[type[KubeObject], ...]
+else:
+    __getattr__, __dir__ = _lazy.attributes(
+        __name__,
+        {
+            "pyctrl.client.objects.batch": ("Job", "JobCondition", "JobSpec", "JobStatus"),
+            "pyctrl.client.objects.core": (
+                "ConfigMap",
+                "Container",
+                "ContainerPort",
+                "ContainerStatus",
+                "EnvVar",
+                "Event",
+                "Namespace",
+                "PersistentVolumeClaim",
+                "PersistentVolumeClaimSpec",
+                "PersistentVolumeClaimStatus",
+                "Pod",
+                "PodCondition",
+                "PodSpec",
+                "PodStatus",
+                "PodTemplateSpec",
+                "ResourceRequirements",
+                "Secret",
+                "Service",
+                "ServicePort",
+                "ServiceSpec",
+                "Volume",
+                "VolumeMount",
+            ),
+            "pyctrl.client.objects.workloads": (
+                "Lease",
+                "LeaseSpec",
+                "PodDisruptionBudget",
+                "PodDisruptionBudgetSpec",
+                "PodDisruptionBudgetStatus",
+                "Scale",
+                "ScaleSpec",
+                "ScaleStatus",
+                "StatefulSet",
+                "StatefulSetSpec",
+                "StatefulSetStatus",
+            ),
+        },
+        computed={"BUILTIN_KINDS": _builtin_kinds},
+        submodules=("batch", "core", "workloads"),
+    )
 
 __all__ = [
     "BUILTIN_KINDS",

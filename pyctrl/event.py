@@ -99,6 +99,15 @@ _PENDING: Any = object()
 _set = object.__setattr__  # the frozen classes refuse setattr; their lazy subclasses set their own slots
 
 
+def _decoded(event: Any, slot: Any, data: bytes, decode: Decode) -> Any:
+    """The object in ``slot`` of ``event``: decoded from ``data`` on the first read, then kept."""
+    obj = slot.__get__(event)
+    if obj is _PENDING:
+        obj = decode(data)
+        slot.__set__(event, obj)
+    return obj
+
+
 class _FromCache:
     """Marks an event built from cached bytes; ``key`` is its object's (namespace, name)."""
 
@@ -106,26 +115,31 @@ class _FromCache:
     key: tuple[str, str]
 
 
-class CachedCreateEvent(CreateEvent, _FromCache):
-    """A ``CreateEvent`` whose object is decoded from ``data`` when first read."""
+class _LazyObjectEvent(_FromCache):
+    """The ``object`` of a create or delete event from the cache, decoded on its first read."""
 
-    __slots__ = ("_source", "key")
+    __slots__ = ()
     _source: tuple[bytes, Decode]
 
-    def __init__(self, key: tuple[str, str], data: bytes, decode: Decode, is_in_initial_list: bool) -> None:
+    def _hold(self, key: tuple[str, str], data: bytes, decode: Decode) -> None:
         _OBJECT.__set__(self, _PENDING)
-        _IN_INITIAL_LIST.__set__(self, is_in_initial_list)
         _set(self, "key", key)
         _set(self, "_source", (data, decode))
 
     @property
     def object(self) -> Any:
-        obj = _OBJECT.__get__(self)
-        if obj is _PENDING:
-            data, decode = self._source
-            obj = decode(data)
-            _OBJECT.__set__(self, obj)
-        return obj
+        data, decode = self._source
+        return _decoded(self, _OBJECT, data, decode)
+
+
+class CachedCreateEvent(_LazyObjectEvent, CreateEvent):
+    """A ``CreateEvent`` whose object is decoded from ``data`` when first read."""
+
+    __slots__ = ("_source", "key")
+
+    def __init__(self, key: tuple[str, str], data: bytes, decode: Decode, is_in_initial_list: bool) -> None:
+        self._hold(key, data, decode)
+        _IN_INITIAL_LIST.__set__(self, is_in_initial_list)
 
 
 class CachedUpdateEvent(UpdateEvent, _FromCache):
@@ -145,43 +159,23 @@ class CachedUpdateEvent(UpdateEvent, _FromCache):
 
     @property
     def object_old(self) -> Any:
-        obj = _OLD.__get__(self)
-        if obj is _PENDING:
-            old, _, decode = self._source
-            obj = decode(old)
-            _OLD.__set__(self, obj)
-        return obj
+        old, _, decode = self._source
+        return _decoded(self, _OLD, old, decode)
 
     @property
     def object_new(self) -> Any:
-        obj = _NEW.__get__(self)
-        if obj is _PENDING:
-            _, new, decode = self._source
-            obj = decode(new)
-            _NEW.__set__(self, obj)
-        return obj
+        _, new, decode = self._source
+        return _decoded(self, _NEW, new, decode)
 
 
-class CachedDeleteEvent(DeleteEvent, _FromCache):
+class CachedDeleteEvent(_LazyObjectEvent, DeleteEvent):
     """A ``DeleteEvent`` (not a tombstone) whose object is decoded from ``data`` when first read."""
 
     __slots__ = ("_source", "key")
-    _source: tuple[bytes, Decode]
 
     def __init__(self, key: tuple[str, str], data: bytes, decode: Decode) -> None:
-        _OBJECT.__set__(self, _PENDING)
+        self._hold(key, data, decode)
         _DELETE_STATE_UNKNOWN.__set__(self, False)
-        _set(self, "key", key)
-        _set(self, "_source", (data, decode))
-
-    @property
-    def object(self) -> Any:
-        obj = _OBJECT.__get__(self)
-        if obj is _PENDING:
-            data, decode = self._source
-            obj = decode(data)
-            _OBJECT.__set__(self, obj)
-        return obj
 
 
 def event_object(event: Event) -> Any:

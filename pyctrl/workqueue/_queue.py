@@ -30,14 +30,14 @@ from __future__ import annotations
 
 import asyncio
 import math
-from bisect import insort
+from bisect import bisect_left, insort
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeAlias, TypeVar
 
 from pyctrl import trace as _trace
 from pyctrl.workqueue._clock import Clock, RealClock
-from pyctrl.workqueue._metrics import QueueMetrics
+from pyctrl.workqueue._metrics import _BUCKETS, QueueMetrics, _Series
 
 __all__ = ["LOW_PRIORITY", "Queue", "ShutDown"]
 
@@ -89,8 +89,14 @@ class Queue(Generic[T]):
         self._processing: dict[T, float] = {}
         # The metrics keep their timestamps in the entries and in processing: no dict of their own.
         self._metrics: QueueMetrics[T] | None = (
-            QueueMetrics(name, self._clock, self._processing) if name else None
+            QueueMetrics(name, self._clock, self._dirty, self._processing) if name else None
         )
+        # What the hot paths update, inlined there: _now is the metrics' clock (None: no metrics,
+        # then nothing below is touched), _series the name's series (an unregistered one without).
+        self._now: Callable[[], float] | None = None if self._metrics is None else self._metrics.now
+        self._series = _Series() if self._metrics is None else self._metrics.series
+        self._queue_duration = self._series.queue_duration
+        self._work_duration = self._series.work_duration
         # buckets: priority -> FIFO of entries, one per priority ever used. An entry that is not
         # `dirty[item]` is stale (its priority was raised since); get skips stale entries.
         # priorities: bucket keys, ascending. top: the highest non-empty bucket (an empty deque if
@@ -100,7 +106,6 @@ class Queue(Generic[T]):
         self._no_bucket: deque[_Entry[T]] = deque()
         self._top = self._no_bucket
         self._top_priority = -math.inf
-        self._len = 0  # live entries in buckets == queued items
         self._stale = 0  # stale entries in buckets
         # getters: futures of get() calls waiting for an item; one is woken per queued item.
         self._getters: deque[asyncio.Future[None]] = deque()
@@ -110,10 +115,13 @@ class Queue(Generic[T]):
         # waiting: items a subclass holds back (DelayingQueue: delayed adds); always empty here.
         # add() calls _ready_now only when it is not empty, so a plain add pays one truth test.
         self._waiting: dict[T, Any] = {}
+        # readded: how many items are both dirty and processing (added while processed), so that
+        # done() looks an item up in dirty only when one may be there.
+        self._readded = 0
 
     def __len__(self) -> int:
         """Number of items ready to be handed out (not those being processed or waiting for a delay)."""
-        return self._len
+        return len(self._dirty) - self._readded
 
     def add(self, item: T, *, priority: int = 0) -> None:
         """Mark ``item`` as needing processing, with at least ``priority`` (higher goes first).
@@ -127,26 +135,22 @@ class Queue(Generic[T]):
             return
         if self._waiting:
             priority = self._ready_now(item, priority)
-        metrics = self._metrics
-        entry = (priority, item, 0.0 if metrics is None else metrics.now())
+        now = self._now
+        entry = (priority, item, 0.0 if now is None else now())
         existing = self._dirty.setdefault(item, entry)  # one hash lookup in the common case
         if existing is not entry:
             if priority > existing[0]:
                 self._raise_priority(existing, priority)
             return
-        if metrics is not None:
-            metrics.add()
+        if now is not None:
+            self._series.adds += 1
         if item in self._processing:
+            self._readded += 1
             return  # done() queues it
-        # _enqueue(entry), inlined: this is the hot path.
-        bucket = self._buckets.get(priority)
-        if bucket is None:
-            bucket = self._new_bucket(priority)
-        bucket.append(entry)
-        if priority > self._top_priority:
-            self._top = bucket
-            self._top_priority = priority
-        self._len += 1
+        if priority == self._top_priority:
+            self._top.append(entry)  # the common case: the top bucket is this priority's
+        else:
+            self._enqueue(entry)
         if self._getters:
             self._wake_one_getter()
 
@@ -155,15 +159,15 @@ class Queue(Generic[T]):
 
         Raises :class:`ShutDown` once the queue is shut down and no item is queued.
         """
-        if not self._len:
+        if len(self._dirty) == self._readded:
             await self._wait_for_item()
-        return self._pop()[1]
+        return self._take()[1]
 
     async def get_with_priority(self) -> tuple[T, int]:
         """Like :meth:`get`, also returning the item's priority (to re-add it with the same one)."""
-        if not self._len:
+        if len(self._dirty) == self._readded:
             await self._wait_for_item()
-        priority, item, _ = self._pop()
+        priority, item, _ = self._take()
         return item, priority
 
     def done(self, item: T) -> None:
@@ -176,14 +180,17 @@ class Queue(Generic[T]):
             started = self._processing.pop(item)
         except KeyError:
             raise ValueError(f"done({item!r}): the item is not being processed") from None
-        if self._metrics is not None:
-            self._metrics.done(started)
+        now = self._now
+        if now is not None:
+            seconds = now() - started
+            histogram = self._work_duration
+            histogram.counts[bisect_left(_BUCKETS, seconds)] += 1
+            histogram.total += seconds
         if _trace.ENABLED:
             _trace.queue_done(self, item)
-        entry = self._dirty.get(item)
-        if entry is not None:
+        if self._readded and (entry := self._dirty.get(item)) is not None:
+            self._readded -= 1
             self._enqueue(entry)
-            self._len += 1
             if self._getters:
                 self._wake_one_getter()
         elif self._drainers and not self._processing and not self._dirty:
@@ -232,7 +239,7 @@ class Queue(Generic[T]):
         return bucket
 
     def _enqueue(self, entry: _Entry[T]) -> None:
-        """Append ``entry`` to the FIFO of its priority (the caller counts it in ``_len``)."""
+        """Append ``entry`` to the FIFO of its priority."""
         priority = entry[0]
         bucket = self._buckets.get(priority)
         if bucket is None:
@@ -261,7 +268,7 @@ class Queue(Generic[T]):
             return  # done() queues it with the raised priority
         self._enqueue(entry)  # the old entry is now stale
         self._stale += 1
-        if self._stale > max(self._len, _MIN_COMPACT):
+        if self._stale > max(len(self), _MIN_COMPACT):
             self._compact()
 
     def _compact(self) -> None:
@@ -274,35 +281,50 @@ class Queue(Generic[T]):
         self._find_top()
         self._stale = 0
 
-    def _pop(self) -> _Entry[T]:
-        """Take the first live entry of the highest priority; the caller ensures ``len(self) > 0``."""
+    def _take(self) -> _Entry[T]:
+        """Hand out the first live entry of the highest priority; the caller ensures ``len(self) > 0``."""
+        if self._stale:
+            self._drop_stale()
+        bucket = self._top
+        entry = bucket.popleft()  # live: no stale entry is left in front of it
+        if not bucket:
+            self._find_top()
+        item = entry[1]
+        del self._dirty[item]
+        now = self._now
+        if now is None:
+            self._processing[item] = 0.0
+        else:
+            self._processing[item] = started = now()
+            seconds = started - entry[2]
+            histogram = self._queue_duration
+            histogram.counts[bisect_left(_BUCKETS, seconds)] += 1
+            histogram.total += seconds
+        return entry
+
+    def _drop_stale(self) -> None:
+        """Drop the stale entries in front of the next live one; if that is the last live entry, drop
+        every stale entry (so none outlives the queue's last item)."""
         dirty = self._dirty
         while True:
             bucket = self._top
-            entry = bucket.popleft()
+            entry = bucket[0]
+            if dirty.get(entry[1]) is entry:
+                break
+            bucket.popleft()
+            self._stale -= 1
             if not bucket:
                 self._find_top()
-            item = entry[1]
-            live = dirty.pop(item, None)  # one hash lookup when live, the common case
-            if live is entry:
-                break
-            if live is not None:
-                dirty[item] = live  # a stale entry of an item queued with a higher priority
-            self._stale -= 1
-        metrics = self._metrics
-        self._processing[item] = 0.0 if metrics is None else metrics.get(entry[2])
-        self._len -= 1
-        if not self._len and self._stale:
-            for bucket in self._buckets.values():
-                bucket.clear()  # everything left is stale
-            self._find_top()
+        if len(self) == 1:  # everything else is stale
+            for other in self._buckets.values():
+                other.clear()
+            bucket.append(entry)
             self._stale = 0
-        return entry
 
     async def _wait_for_item(self) -> None:
         """Return once an item is queued; raise ``ShutDown`` if shut down with nothing queued."""
         loop = asyncio.get_running_loop()
-        while not self._len:
+        while len(self._dirty) == self._readded:
             if self._shutting_down:
                 raise ShutDown
             getter: asyncio.Future[None] = loop.create_future()

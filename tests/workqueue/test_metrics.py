@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import sys
 import threading
@@ -23,7 +24,7 @@ def unique_name() -> str:
 
 def queue_name(queue: Queue[str]) -> str:
     assert queue._metrics is not None
-    names = [name for name, series in _get_collector()._series.items() if series is queue._metrics._series]
+    names = [name for name, series in _get_collector()._series.items() if series is queue._metrics.series]
     return names[0]
 
 
@@ -130,6 +131,35 @@ async def test_depth_adds_and_durations_follow_the_items() -> None:
     assert sample("workqueue_work_duration_seconds_count", name) == 1
 
 
+async def test_depth_counts_an_item_added_while_processing_until_it_is_handed_out_again() -> None:
+    name = unique_name()
+    queue = Queue[str](name=name, clock=FakeClock())
+    queue.add("a")
+    item = await queue.get()
+    assert sample("workqueue_depth", name) == 0
+    queue.add(item)  # added while processing: ready again, handed out after done (as client-go counts it)
+    queue.add(item)  # a duplicate: neither an add nor depth
+    assert (sample("workqueue_depth", name), sample("workqueue_adds_total", name)) == (1, 2)
+    queue.done(item)
+    assert sample("workqueue_depth", name) == 1
+    queue.done(await queue.get())
+    assert (sample("workqueue_depth", name), sample("workqueue_adds_total", name)) == (0, 2)
+    assert sample("workqueue_queue_duration_seconds_count", name) == 2
+
+
+async def test_a_garbage_collected_queue_takes_its_items_out_of_the_depth_but_not_out_of_the_adds() -> None:
+    name = unique_name()
+    kept, dropped = Queue[str](name=name), Queue[str](name=name)
+    kept.add("a")
+    dropped.add("b")
+    dropped.add("c")
+    assert (sample("workqueue_depth", name), sample("workqueue_adds_total", name)) == (3, 3)
+    del dropped
+    gc.collect()
+    assert (sample("workqueue_depth", name), sample("workqueue_adds_total", name)) == (1, 3)
+    assert len(kept) == 1
+
+
 async def test_durations_land_in_controller_runtimes_buckets_from_10ns_to_1000s() -> None:
     name = unique_name()
     clock = FakeClock()
@@ -234,3 +264,4 @@ async def test_scrapes_from_another_thread_run_safely_beside_the_queue() -> None
         sys.setswitchinterval(switch_interval)
     assert errors == []
     assert sample("workqueue_adds_total", name) == 60 * 2000
+    assert sample("workqueue_depth", name) == 0

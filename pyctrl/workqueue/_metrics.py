@@ -19,7 +19,7 @@ Guarantees:
   time; ``retries_total`` counts adds with a positive delay (``add_after``, ``add_rate_limited``).
 - ``unfinished_work_seconds`` and ``longest_running_processor_seconds`` are computed when scraped
   (client-go updates them every 500 ms from a goroutine; computing at scrape needs no task).
-- Per-item timestamps live in the queue's own entries (ready time) and processing map (start
+- Per-item timestamps live in the queue's own dirty set (ready time) and processing map (start
   time), so they go with the item: no per-key state remains, and no extra hash lookup is made.
 - Scrapes may run on another thread: they only read (copying each container in one C call).
 

@@ -15,6 +15,8 @@ from pyctrl.metrics import registry
 from pyctrl.workqueue import FakeClock, ItemExponentialFailureRateLimiter, Queue, RateLimitingQueue
 from pyctrl.workqueue._metrics import QueueMetrics, _Collector, _get_collector, _Series
 
+from ._util import assert_no_key_state
+
 _names = itertools.count()
 
 
@@ -211,9 +213,10 @@ async def test_metrics_keep_no_per_item_state_after_done() -> None:
     while len(queue):
         queue.done(await queue.get())
     assert queue._metrics is not None
-    # The metrics' timestamps live in the queue's own entries and processing map: none is left.
+    # The metrics' timestamps live in the queue's own dirty set and processing map: none is left.
     assert queue._metrics._processing is queue._processing
-    assert (queue._dirty, queue._processing) == ({}, {})
+    assert queue._metrics._dirty is queue._ready_at
+    assert_no_key_state(queue)
 
 
 async def test_a_named_queue_on_the_real_clock_times_its_items() -> None:

@@ -33,7 +33,7 @@ from pyctrl.workqueue import (
     ShutDown,
 )
 
-from ._util import until
+from ._util import assert_no_key_state, until
 
 
 @dataclass(frozen=True)
@@ -270,8 +270,7 @@ async def run_program(worker_count: int, program: list[Op]) -> None:
     assert harness.drained
     assert model.pending == {}, f"adds never followed by a run: {model.pending}"
     assert model.processing == {}
-    assert (queue._dirty, queue._processing, queue._waiting, queue._heap) == ({}, {}, {}, [])
-    assert not any(queue._buckets.values())
+    assert_no_key_state(queue)
     assert harness.clock.pending() == 0
 
 

@@ -30,14 +30,14 @@ from __future__ import annotations
 
 import asyncio
 import math
-from bisect import bisect_left, insort
+from bisect import insort
 from collections import deque
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from typing import Any, Generic, TypeVar, cast
 
 from pyctrl import trace as _trace
 from pyctrl.workqueue._clock import Clock, RealClock
-from pyctrl.workqueue._metrics import _BUCKETS, QueueMetrics, _Series
+from pyctrl.workqueue._metrics import QueueMetrics, _Series
 
 __all__ = ["LOW_PRIORITY", "Queue", "ShutDown"]
 
@@ -157,7 +157,7 @@ class Queue(Generic[T]):
             self._priority[item] = priority
         if now is not None:
             self._series.adds += 1
-        if item in self._processing:
+        if self._processing and item in self._processing:
             self._readded += 1
             return  # done() queues it
         if priority == self._top_priority:
@@ -176,7 +176,37 @@ class Queue(Generic[T]):
             await self._wait_for_item()
         if self._stale:
             self._drop_stale()
-        return self._hand_out()
+        # The first entry of the top bucket is live now: hand its item out.
+        bucket = self._top
+        priority = self._top_priority
+        item = bucket.popleft()
+        if not bucket:
+            self._find_top()
+        ready_at = self._ready_at.pop(item)
+        if priority:
+            del self._priority[item]
+        now = self._now
+        if now is None:
+            self._processing[item] = 0.0
+            return item
+        self._processing[item] = started = now()
+        seconds = started - ready_at
+        # index = bisect_left(_BUCKETS, seconds), unrolled: a third of the cost of the call.
+        if seconds <= 1e-4:
+            if seconds <= 1e-6:
+                index = (0 if seconds <= 1e-8 else 1) if seconds <= 1e-7 else 2
+            else:
+                index = 3 if seconds <= 1e-5 else 4
+        elif seconds <= 1e-1:
+            index = (5 if seconds <= 1e-3 else 6) if seconds <= 1e-2 else 7
+        elif seconds <= 1e1:
+            index = 8 if seconds <= 1e0 else 9
+        else:
+            index = (10 if seconds <= 1e2 else 11) if seconds <= 1e3 else 12
+        histogram = self._queue_duration
+        histogram.counts[index] += 1
+        histogram.total += seconds
+        return item
 
     async def get_with_priority(self) -> tuple[T, int]:
         """Like :meth:`get`, also returning the item's priority (to re-add it with the same one)."""
@@ -184,8 +214,8 @@ class Queue(Generic[T]):
             await self._wait_for_item()
         if self._stale:
             self._drop_stale()
-        priority = self._top_priority
-        return self._hand_out(), priority
+        priority = self._top_priority  # the item get() hands out next is the top bucket's first
+        return await self.get(), priority
 
     def done(self, item: T) -> None:
         """Mark ``item``, handed out by ``get``, as finished. Call it exactly once per ``get``.
@@ -200,8 +230,20 @@ class Queue(Generic[T]):
         now = self._now
         if now is not None:
             seconds = now() - started
+            # index = bisect_left(_BUCKETS, seconds), unrolled as in get().
+            if seconds <= 1e-4:
+                if seconds <= 1e-6:
+                    index = (0 if seconds <= 1e-8 else 1) if seconds <= 1e-7 else 2
+                else:
+                    index = 3 if seconds <= 1e-5 else 4
+            elif seconds <= 1e-1:
+                index = (5 if seconds <= 1e-3 else 6) if seconds <= 1e-2 else 7
+            elif seconds <= 1e1:
+                index = 8 if seconds <= 1e0 else 9
+            else:
+                index = (10 if seconds <= 1e2 else 11) if seconds <= 1e3 else 12
             histogram = self._work_duration
-            histogram.counts[bisect_left(_BUCKETS, seconds)] += 1
+            histogram.counts[index] += 1
             histogram.total += seconds
         if _trace.ENABLED:
             _trace.queue_done(self, item)
@@ -254,27 +296,6 @@ class Queue(Generic[T]):
     def _ready_now(self, item: T, priority: int) -> int:
         """``add`` found items held back: release ``item`` if it is one; returns its priority."""
         return priority
-
-    def _hand_out(self) -> T:
-        """Take the first entry of the top bucket, live (stale ones dropped), and hand its item out."""
-        bucket = self._top
-        priority = self._top_priority
-        item = bucket.popleft()
-        if not bucket:
-            self._find_top()
-        ready_at = self._ready_at.pop(item)
-        if priority:
-            del self._priority[item]
-        now = self._now
-        if now is None:
-            self._processing[item] = 0.0
-        else:
-            self._processing[item] = started = now()
-            seconds = started - ready_at
-            histogram = self._queue_duration
-            histogram.counts[bisect_left(_BUCKETS, seconds)] += 1
-            histogram.total += seconds
-        return item
 
     def _new_bucket(self, priority: int) -> deque[T]:
         bucket = self._buckets[priority] = deque()

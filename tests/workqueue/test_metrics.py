@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import itertools
+import math
 import sys
 import threading
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 
 from pyctrl.metrics import registry
 from pyctrl.workqueue import FakeClock, ItemExponentialFailureRateLimiter, Queue, RateLimitingQueue
-from pyctrl.workqueue._metrics import QueueMetrics, _Collector, _get_collector, _Series
+from pyctrl.workqueue._metrics import _BUCKET_NAMES, QueueMetrics, _Collector, _get_collector, _Series
 
 from ._util import assert_no_key_state
 
@@ -176,6 +177,34 @@ async def test_durations_land_in_controller_runtimes_buckets_from_10ns_to_1000s(
     }
     assert buckets == {"1e-08": 0, "0.001": 0, "0.01": 2, "0.1": 2, "1000.0": 2, "+Inf": 3}
     assert sample("workqueue_queue_duration_seconds_count", name) == 3
+
+
+async def test_both_histograms_bucket_every_duration_as_bisect_would_around_each_bound() -> None:
+    # The queue computes bucket indexes with unrolled comparisons, in get() and in done():
+    # each must put a duration in the bucket of the first bound at least as large.
+    name = unique_name()
+    bounds = [float(f"1e{exponent}") for exponent in range(-8, 4)]
+    durations = [0.0, 5e3] + [
+        value
+        for bound in bounds
+        for value in (math.nextafter(bound, 0), bound, math.nextafter(bound, math.inf))
+    ]
+    total = 0.0  # the sum, added up in the order observed
+    for seconds in durations:
+        total += seconds
+        clock = FakeClock()  # at 0: the durations below are exactly `seconds`
+        queue = Queue[str](name=name, clock=clock)
+        queue.add("a")
+        clock.step(seconds)
+        item = await queue.get()  # queue duration: seconds - 0
+        clock.step(seconds)
+        queue.done(item)  # work duration: 2 * seconds - seconds, exact
+    for histogram in ["workqueue_queue_duration_seconds", "workqueue_work_duration_seconds"]:
+        for bound, le in zip(bounds, _BUCKET_NAMES, strict=False):
+            scraped = sample(f"{histogram}_bucket", name, le=le)
+            assert scraped == sum(1 for seconds in durations if seconds <= bound), (histogram, le)
+        assert sample(f"{histogram}_bucket", name, le="+Inf") == len(durations)
+        assert sample(f"{histogram}_sum", name) == total
 
 
 async def test_retries_count_adds_with_a_positive_delay() -> None:

@@ -107,8 +107,9 @@ class Queue(Generic[T]):
         self._queue_duration = self._series.queue_duration
         self._work_duration = self._series.work_duration
         # buckets: priority -> FIFO of items, one per priority ever used. priorities: bucket keys,
-        # ascending. top: the highest non-empty bucket (an empty deque if all are empty),
-        # top_priority its priority (_NO_PRIORITY then).
+        # ascending. top: the highest non-empty bucket, top_priority its priority; an empty deque
+        # and _NO_PRIORITY if all are empty, which is exactly when nothing is queued (stale entries
+        # exist only beside a live one: handing out the last live entry drops them).
         self._buckets: dict[int, deque[T]] = {}
         self._priorities: list[int] = []
         self._no_bucket: deque[T] = deque()
@@ -145,14 +146,13 @@ class Queue(Generic[T]):
             return
         if self._waiting:
             priority = self._ready_now(item, priority)
-        now = self._now
         ready_at = self._ready_at
-        dirty = len(ready_at)
-        ready_at.setdefault(item, 0.0 if now is None else now())  # one hash lookup
-        if len(ready_at) == dirty:  # it was dirty already
+        if item in ready_at:  # dirty already: at most its priority rises
             if priority > self._priority.get(item, 0):
                 self._raise_priority(item, priority)
             return
+        now = self._now
+        ready_at[item] = 0.0 if now is None else now()
         if priority:
             self._priority[item] = priority
         if now is not None:
@@ -172,12 +172,14 @@ class Queue(Generic[T]):
 
         Raises :class:`ShutDown` once the queue is shut down and no item is queued.
         """
-        if len(self._ready_at) == self._readded:
+        bucket = self._top
+        if not bucket:  # nothing queued (see `top`)
             await self._wait_for_item()
+            bucket = self._top
         if self._stale:
             self._drop_stale()
+            bucket = self._top
         # The first entry of the top bucket is live now: hand its item out.
-        bucket = self._top
         priority = self._top_priority
         item = bucket.popleft()
         if not bucket:
@@ -210,7 +212,7 @@ class Queue(Generic[T]):
 
     async def get_with_priority(self) -> tuple[T, int]:
         """Like :meth:`get`, also returning the item's priority (to re-add it with the same one)."""
-        if len(self._ready_at) == self._readded:
+        if not self._top:  # nothing queued (see `top`)
             await self._wait_for_item()
         if self._stale:
             self._drop_stale()

@@ -210,6 +210,7 @@ class Harness:
     async def settle(self) -> None:
         await until(self.settled)
         assert len(self.queue) == len(self.model.queued())
+        assert bool(self.queue._top) == bool(len(self.queue)), "the top bucket is empty iff nothing is queued"
 
     def finish(self, index: int) -> None:
         release = self.releases[index % len(self.state)]

@@ -152,11 +152,13 @@ class Queue(Generic[T]):
                 self._raise_priority(item, priority)
             return
         now = self._now
-        ready_at[item] = 0.0 if now is None else now()
+        if now is None:
+            ready_at[item] = 0.0
+        else:
+            ready_at[item] = now()
+            self._series.adds += 1
         if priority:
             self._priority[item] = priority
-        if now is not None:
-            self._series.adds += 1
         if self._processing and item in self._processing:
             self._readded += 1
             return  # done() queues it

@@ -73,7 +73,7 @@ class DelayingQueue(Queue[T]):
             return
         if self._metrics is not None:
             self._metrics.retry()
-        if item in self._dirty:
+        if item in self._ready_at:
             self.add(item, priority=priority)  # already ready: only raise the priority
             return
         ready_at = self._clock.now() + seconds

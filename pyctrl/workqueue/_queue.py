@@ -32,21 +32,23 @@ import asyncio
 import math
 from bisect import insort
 from collections import deque
-from collections.abc import Hashable
-from typing import Any, Generic, TypeAlias, TypeVar
+from collections.abc import Callable, Hashable, Iterator, Mapping
+from typing import Any, Generic, TypeVar, cast
 
 from pyctrl import trace as _trace
 from pyctrl.workqueue._clock import Clock, RealClock
-from pyctrl.workqueue._metrics import QueueMetrics
+from pyctrl.workqueue._metrics import QueueMetrics, _Series
 
 __all__ = ["LOW_PRIORITY", "Queue", "ShutDown"]
 
 T = TypeVar("T", bound=Hashable)
-#: A queued item: (priority, item, ready_at).
-_Entry: TypeAlias = tuple[int, T, float]
 
 #: Priority for events that are not news (initial list, resyncs), as in controller-runtime.
 LOW_PRIORITY = -100
+
+# The top priority while nothing is queued: below every int, equal to none (typed as an int so
+# that the top priority of a non-empty queue reads as one).
+_NO_PRIORITY = cast(int, -math.inf)
 
 # Stale bucket entries (left behind by priority raises) are compacted away past this many.
 _MIN_COMPACT = 1024
@@ -78,30 +80,47 @@ class Queue(Generic[T]):
     def __init__(self, *, name: str | None = None, clock: Clock | None = None) -> None:
         self.name = name
         self._clock: Clock = clock if clock is not None else RealClock()
-        # dirty: every item that needs processing -> its live entry (priority, item, ready_at);
-        # ready_at is when the add made it ready (metrics only: 0.0 without a name).
-        # Invariant: an item is queued (can be handed out) iff it is in dirty and not in processing,
-        # and then its live entry -- the very tuple object -- is in exactly one bucket.
-        self._dirty: dict[T, _Entry[T]] = {}
+        # The dirty set, every item that needs processing, in two dicts: ready_at maps each to when
+        # it became ready (metrics only: 0.0 without a name); priority maps those whose priority
+        # is not 0 to it. The common case fills one dict and allocates nothing per item but the
+        # time (an entry tuple per item cost an allocation and the cyclic GC's attention).
+        # Invariant: an item is queued (can be handed out) iff it is dirty and not in processing,
+        # and then exactly one of its entries in the buckets is live: the one in its priority's
+        # bucket that no stale count covers (see `stale`).
+        self._ready_at: dict[T, float] = {}
+        self._priority: dict[T, int] = {}
         # processing: items handed out by get and not yet done -> when they were handed out
         # (metrics only: 0.0 without a name). get never hands out one of these, so no item is
         # processed by two workers at once.
         self._processing: dict[T, float] = {}
-        # The metrics keep their timestamps in the entries and in processing: no dict of their own.
+        # readded: how many items are both dirty and processing (added while processed). So
+        # len(self) == len(ready_at) - readded, and done() looks in the dirty set only if one may be.
+        self._readded = 0
+        # The metrics keep their timestamps in ready_at and processing: no dict of their own.
         self._metrics: QueueMetrics[T] | None = (
-            QueueMetrics(name, self._clock, self._processing) if name else None
+            QueueMetrics(name, self._clock, self._ready_at, self._processing) if name else None
         )
-        # buckets: priority -> FIFO of entries, one per priority ever used. An entry that is not
-        # `dirty[item]` is stale (its priority was raised since); get skips stale entries.
-        # priorities: bucket keys, ascending. top: the highest non-empty bucket (an empty deque if
-        # all are empty), top_priority its priority (-inf then).
-        self._buckets: dict[int, deque[_Entry[T]]] = {}
+        # What the hot paths update, inlined there: _now is the metrics' clock (None: no metrics,
+        # then nothing below is touched), _series the name's series (an unregistered one without).
+        self._now: Callable[[], float] | None = None if self._metrics is None else self._metrics.now
+        self._series = _Series() if self._metrics is None else self._metrics.series
+        self._queue_duration = self._series.queue_duration
+        self._work_duration = self._series.work_duration
+        # buckets: priority -> FIFO of items, one per priority ever used. priorities: bucket keys,
+        # ascending. top: the highest non-empty bucket, top_priority its priority; an empty deque
+        # and _NO_PRIORITY if all are empty, which is exactly when nothing is queued (stale entries
+        # exist only beside a live one: handing out the last live entry drops them).
+        self._buckets: dict[int, deque[T]] = {}
         self._priorities: list[int] = []
-        self._no_bucket: deque[_Entry[T]] = deque()
+        self._no_bucket: deque[T] = deque()
         self._top = self._no_bucket
-        self._top_priority = -math.inf
-        self._len = 0  # live entries in buckets == queued items
-        self._stale = 0  # stale entries in buckets
+        self._top_priority = _NO_PRIORITY
+        # stale: (priority, item) -> how many entries of item in that priority's bucket are stale
+        # (left behind when the item's priority was raised); stale_count: their total. An item
+        # gets a new entry only once its older ones are stale, so the stale entries of an item in
+        # a bucket come before its live one: get skips an entry while a stale count covers it.
+        self._stale: dict[tuple[int, T], int] = {}
+        self._stale_count = 0
         # getters: futures of get() calls waiting for an item; one is woken per queued item.
         self._getters: deque[asyncio.Future[None]] = deque()
         # drainers: futures of shut_down_with_drain() calls, woken when dirty and processing are empty.
@@ -113,7 +132,7 @@ class Queue(Generic[T]):
 
     def __len__(self) -> int:
         """Number of items ready to be handed out (not those being processed or waiting for a delay)."""
-        return self._len
+        return len(self._ready_at) - self._readded
 
     def add(self, item: T, *, priority: int = 0) -> None:
         """Mark ``item`` as needing processing, with at least ``priority`` (higher goes first).
@@ -127,26 +146,26 @@ class Queue(Generic[T]):
             return
         if self._waiting:
             priority = self._ready_now(item, priority)
-        metrics = self._metrics
-        entry = (priority, item, 0.0 if metrics is None else metrics.now())
-        existing = self._dirty.setdefault(item, entry)  # one hash lookup in the common case
-        if existing is not entry:
-            if priority > existing[0]:
-                self._raise_priority(existing, priority)
+        ready_at = self._ready_at
+        if item in ready_at:  # dirty already: at most its priority rises
+            if priority > self._priority.get(item, 0):
+                self._raise_priority(item, priority)
             return
-        if metrics is not None:
-            metrics.add()
-        if item in self._processing:
+        now = self._now
+        if now is None:
+            ready_at[item] = 0.0
+        else:
+            ready_at[item] = now()
+            self._series.adds += 1
+        if priority:
+            self._priority[item] = priority
+        if self._processing and item in self._processing:
+            self._readded += 1
             return  # done() queues it
-        # _enqueue(entry), inlined: this is the hot path.
-        bucket = self._buckets.get(priority)
-        if bucket is None:
-            bucket = self._new_bucket(priority)
-        bucket.append(entry)
-        if priority > self._top_priority:
-            self._top = bucket
-            self._top_priority = priority
-        self._len += 1
+        if priority == self._top_priority:
+            self._top.append(item)  # the common case: the top bucket is this priority's
+        else:
+            self._enqueue(item, priority)
         if self._getters:
             self._wake_one_getter()
 
@@ -155,16 +174,52 @@ class Queue(Generic[T]):
 
         Raises :class:`ShutDown` once the queue is shut down and no item is queued.
         """
-        if not self._len:
+        bucket = self._top
+        if not bucket:  # nothing queued (see `top`)
             await self._wait_for_item()
-        return self._pop()[1]
+            bucket = self._top
+        if self._stale:
+            self._drop_stale()
+            bucket = self._top
+        # The first entry of the top bucket is live now: hand its item out.
+        priority = self._top_priority
+        item = bucket.popleft()
+        if not bucket:
+            self._find_top()
+        ready_at = self._ready_at.pop(item)
+        if priority:
+            del self._priority[item]
+        now = self._now
+        if now is None:
+            self._processing[item] = 0.0
+            return item
+        self._processing[item] = started = now()
+        seconds = started - ready_at
+        # index = bisect_left(_BUCKETS, seconds), unrolled: a third of the cost of the call.
+        if seconds <= 1e-4:
+            if seconds <= 1e-6:
+                index = (0 if seconds <= 1e-8 else 1) if seconds <= 1e-7 else 2
+            else:
+                index = 3 if seconds <= 1e-5 else 4
+        elif seconds <= 1e-1:
+            index = (5 if seconds <= 1e-3 else 6) if seconds <= 1e-2 else 7
+        elif seconds <= 1e1:
+            index = 8 if seconds <= 1e0 else 9
+        else:
+            index = (10 if seconds <= 1e2 else 11) if seconds <= 1e3 else 12
+        histogram = self._queue_duration
+        histogram.counts[index] += 1
+        histogram.total += seconds
+        return item
 
     async def get_with_priority(self) -> tuple[T, int]:
         """Like :meth:`get`, also returning the item's priority (to re-add it with the same one)."""
-        if not self._len:
+        if not self._top:  # nothing queued (see `top`)
             await self._wait_for_item()
-        priority, item, _ = self._pop()
-        return item, priority
+        if self._stale:
+            self._drop_stale()
+        priority = self._top_priority  # the item get() hands out next is the top bucket's first
+        return await self.get(), priority
 
     def done(self, item: T) -> None:
         """Mark ``item``, handed out by ``get``, as finished. Call it exactly once per ``get``.
@@ -176,17 +231,32 @@ class Queue(Generic[T]):
             started = self._processing.pop(item)
         except KeyError:
             raise ValueError(f"done({item!r}): the item is not being processed") from None
-        if self._metrics is not None:
-            self._metrics.done(started)
+        now = self._now
+        if now is not None:
+            seconds = now() - started
+            # index = bisect_left(_BUCKETS, seconds), unrolled as in get().
+            if seconds <= 1e-4:
+                if seconds <= 1e-6:
+                    index = (0 if seconds <= 1e-8 else 1) if seconds <= 1e-7 else 2
+                else:
+                    index = 3 if seconds <= 1e-5 else 4
+            elif seconds <= 1e-1:
+                index = (5 if seconds <= 1e-3 else 6) if seconds <= 1e-2 else 7
+            elif seconds <= 1e1:
+                index = 8 if seconds <= 1e0 else 9
+            else:
+                index = (10 if seconds <= 1e2 else 11) if seconds <= 1e3 else 12
+            histogram = self._work_duration
+            histogram.counts[index] += 1
+            histogram.total += seconds
         if _trace.ENABLED:
             _trace.queue_done(self, item)
-        entry = self._dirty.get(item)
-        if entry is not None:
-            self._enqueue(entry)
-            self._len += 1
+        if self._readded and item in self._ready_at:
+            self._readded -= 1
+            self._enqueue(item, self._priority.get(item, 0))
             if self._getters:
                 self._wake_one_getter()
-        elif self._drainers and not self._processing and not self._dirty:
+        elif self._drainers and not self._ready_at and not self._processing:
             drainers, self._drainers = self._drainers, []
             for drainer in drainers:
                 if not drainer.done():
@@ -206,7 +276,7 @@ class Queue(Generic[T]):
         Workers must keep calling ``get``/``done`` meanwhile, or this never returns.
         """
         self.shut_down()
-        if not self._dirty and not self._processing:
+        if not self._ready_at and not self._processing:
             return
         drainer: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._drainers.append(drainer)
@@ -222,22 +292,26 @@ class Queue(Generic[T]):
 
     # -- internals -----------------------------------------------------------------------------
 
+    @property
+    def _dirty(self) -> Mapping[T, tuple[int, float]]:
+        """The dirty set as item -> (priority, ready time): a read-only view (``pyctrl.trace`` reads it)."""
+        return _DirtyView(self._ready_at, self._priority)
+
     def _ready_now(self, item: T, priority: int) -> int:
         """``add`` found items held back: release ``item`` if it is one; returns its priority."""
         return priority
 
-    def _new_bucket(self, priority: int) -> deque[_Entry[T]]:
+    def _new_bucket(self, priority: int) -> deque[T]:
         bucket = self._buckets[priority] = deque()
         insort(self._priorities, priority)
         return bucket
 
-    def _enqueue(self, entry: _Entry[T]) -> None:
-        """Append ``entry`` to the FIFO of its priority (the caller counts it in ``_len``)."""
-        priority = entry[0]
+    def _enqueue(self, item: T, priority: int) -> None:
+        """Append ``item`` to the FIFO of ``priority``."""
         bucket = self._buckets.get(priority)
         if bucket is None:
             bucket = self._new_bucket(priority)
-        bucket.append(entry)
+        bucket.append(item)
         if priority > self._top_priority:
             self._top = bucket
             self._top_priority = priority
@@ -251,58 +325,73 @@ class Queue(Generic[T]):
                 self._top_priority = priority
                 return
         self._top = self._no_bucket
-        self._top_priority = -math.inf
+        self._top_priority = _NO_PRIORITY
 
-    def _raise_priority(self, existing: _Entry[T], priority: int) -> None:
-        _, item, ready_at = existing
-        entry = (priority, item, ready_at)  # still ready since its first add
-        self._dirty[item] = entry
+    def _raise_priority(self, item: T, priority: int) -> None:
+        """A dirty ``item`` was added with a higher ``priority`` than its own (its ready time stays)."""
+        old = self._priority.get(item, 0)
+        if priority:
+            self._priority[item] = priority
+        else:
+            del self._priority[item]
         if item in self._processing:
             return  # done() queues it with the raised priority
-        self._enqueue(entry)  # the old entry is now stale
-        self._stale += 1
-        if self._stale > max(self._len, _MIN_COMPACT):
+        self._enqueue(item, priority)  # its entry at the old priority is now stale
+        key = (old, item)
+        self._stale[key] = self._stale.get(key, 0) + 1
+        self._stale_count += 1
+        if self._stale_count > max(len(self), _MIN_COMPACT):
             self._compact()
+
+    def _drop_stale(self) -> None:
+        """Drop the stale entries in front of the next live one; if that is the last live entry, drop
+        every stale entry (so none outlives the queue's last item). Needs ``len(self) > 0``."""
+        stale = self._stale
+        while True:
+            bucket = self._top
+            item = bucket[0]
+            key = (self._top_priority, item)
+            count = stale.get(key)
+            if count is None:
+                break
+            bucket.popleft()
+            if count == 1:
+                del stale[key]
+            else:
+                stale[key] = count - 1
+            self._stale_count -= 1
+            if not bucket:
+                self._find_top()
+        if len(self) == 1:  # everything else is stale
+            for other in self._buckets.values():
+                other.clear()
+            bucket.append(item)
+            stale.clear()
+            self._stale_count = 0
 
     def _compact(self) -> None:
         """Drop stale entries from the buckets, keeping the order of the live ones."""
-        dirty = self._dirty
-        for bucket in self._buckets.values():
-            live = [entry for entry in bucket if dirty.get(entry[1]) is entry]
+        stale = self._stale
+        for priority, bucket in self._buckets.items():
+            live = []
+            for item in bucket:
+                key = (priority, item)
+                count = stale.get(key)
+                if count is None:
+                    live.append(item)
+                elif count == 1:
+                    del stale[key]
+                else:
+                    stale[key] = count - 1
             bucket.clear()
             bucket.extend(live)
         self._find_top()
-        self._stale = 0
-
-    def _pop(self) -> _Entry[T]:
-        """Take the first live entry of the highest priority; the caller ensures ``len(self) > 0``."""
-        dirty = self._dirty
-        while True:
-            bucket = self._top
-            entry = bucket.popleft()
-            if not bucket:
-                self._find_top()
-            item = entry[1]
-            live = dirty.pop(item, None)  # one hash lookup when live, the common case
-            if live is entry:
-                break
-            if live is not None:
-                dirty[item] = live  # a stale entry of an item queued with a higher priority
-            self._stale -= 1
-        metrics = self._metrics
-        self._processing[item] = 0.0 if metrics is None else metrics.get(entry[2])
-        self._len -= 1
-        if not self._len and self._stale:
-            for bucket in self._buckets.values():
-                bucket.clear()  # everything left is stale
-            self._find_top()
-            self._stale = 0
-        return entry
+        self._stale_count = 0
 
     async def _wait_for_item(self) -> None:
         """Return once an item is queued; raise ``ShutDown`` if shut down with nothing queued."""
         loop = asyncio.get_running_loop()
-        while not self._len:
+        while len(self._ready_at) == self._readded:
             if self._shutting_down:
                 raise ShutDown
             getter: asyncio.Future[None] = loop.create_future()
@@ -324,3 +413,22 @@ class Queue(Generic[T]):
             if not getter.done():
                 getter.set_result(None)
                 return
+
+
+class _DirtyView(Mapping[T, tuple[int, float]]):
+    """``Queue._dirty``: the dirty items with their priority and ready time, read-only."""
+
+    __slots__ = ("_priority", "_ready_at")
+
+    def __init__(self, ready_at: dict[T, float], priority: dict[T, int]) -> None:
+        self._ready_at = ready_at
+        self._priority = priority
+
+    def __getitem__(self, item: T) -> tuple[int, float]:
+        return self._priority.get(item, 0), self._ready_at[item]
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self._ready_at)
+
+    def __len__(self) -> int:
+        return len(self._ready_at)

@@ -6,7 +6,7 @@ import asyncio
 
 from pyctrl.workqueue import DelayingQueue, FakeClock, RealClock
 
-from ._util import let_tasks_run
+from ._util import assert_no_key_state, let_tasks_run
 
 
 def new_queue() -> tuple[DelayingQueue[str], FakeClock]:
@@ -174,8 +174,7 @@ async def test_no_state_remains_once_waiting_items_are_processed() -> None:
     clock.step(10)
     assert len(await take_all(queue)) == 101
     assert_nothing_waits(queue, clock)
-    assert queue._dirty == {}
-    assert queue._processing == {}
+    assert_no_key_state(queue)
 
 
 async def test_stale_heap_entries_never_outnumber_live_ones() -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
+import math
 import sys
 import threading
 from typing import Any
@@ -12,7 +14,9 @@ import pytest
 
 from pyctrl.metrics import registry
 from pyctrl.workqueue import FakeClock, ItemExponentialFailureRateLimiter, Queue, RateLimitingQueue
-from pyctrl.workqueue._metrics import QueueMetrics, _Collector, _get_collector, _Series
+from pyctrl.workqueue._metrics import _BUCKET_NAMES, QueueMetrics, _Collector, _get_collector, _Series
+
+from ._util import assert_no_key_state
 
 _names = itertools.count()
 
@@ -23,7 +27,7 @@ def unique_name() -> str:
 
 def queue_name(queue: Queue[str]) -> str:
     assert queue._metrics is not None
-    names = [name for name, series in _get_collector()._series.items() if series is queue._metrics._series]
+    names = [name for name, series in _get_collector()._series.items() if series is queue._metrics.series]
     return names[0]
 
 
@@ -130,6 +134,35 @@ async def test_depth_adds_and_durations_follow_the_items() -> None:
     assert sample("workqueue_work_duration_seconds_count", name) == 1
 
 
+async def test_depth_counts_an_item_added_while_processing_until_it_is_handed_out_again() -> None:
+    name = unique_name()
+    queue = Queue[str](name=name, clock=FakeClock())
+    queue.add("a")
+    item = await queue.get()
+    assert sample("workqueue_depth", name) == 0
+    queue.add(item)  # added while processing: ready again, handed out after done (as client-go counts it)
+    queue.add(item)  # a duplicate: neither an add nor depth
+    assert (sample("workqueue_depth", name), sample("workqueue_adds_total", name)) == (1, 2)
+    queue.done(item)
+    assert sample("workqueue_depth", name) == 1
+    queue.done(await queue.get())
+    assert (sample("workqueue_depth", name), sample("workqueue_adds_total", name)) == (0, 2)
+    assert sample("workqueue_queue_duration_seconds_count", name) == 2
+
+
+async def test_a_garbage_collected_queue_takes_its_items_out_of_the_depth_but_not_out_of_the_adds() -> None:
+    name = unique_name()
+    kept, dropped = Queue[str](name=name), Queue[str](name=name)
+    kept.add("a")
+    dropped.add("b")
+    dropped.add("c")
+    assert (sample("workqueue_depth", name), sample("workqueue_adds_total", name)) == (3, 3)
+    del dropped
+    gc.collect()
+    assert (sample("workqueue_depth", name), sample("workqueue_adds_total", name)) == (1, 3)
+    assert len(kept) == 1
+
+
 async def test_durations_land_in_controller_runtimes_buckets_from_10ns_to_1000s() -> None:
     name = unique_name()
     clock = FakeClock()
@@ -144,6 +177,34 @@ async def test_durations_land_in_controller_runtimes_buckets_from_10ns_to_1000s(
     }
     assert buckets == {"1e-08": 0, "0.001": 0, "0.01": 2, "0.1": 2, "1000.0": 2, "+Inf": 3}
     assert sample("workqueue_queue_duration_seconds_count", name) == 3
+
+
+async def test_both_histograms_bucket_every_duration_as_bisect_would_around_each_bound() -> None:
+    # The queue computes bucket indexes with unrolled comparisons, in get() and in done():
+    # each must put a duration in the bucket of the first bound at least as large.
+    name = unique_name()
+    bounds = [float(f"1e{exponent}") for exponent in range(-8, 4)]
+    durations = [0.0, 5e3] + [
+        value
+        for bound in bounds
+        for value in (math.nextafter(bound, 0), bound, math.nextafter(bound, math.inf))
+    ]
+    total = 0.0  # the sum, added up in the order observed
+    for seconds in durations:
+        total += seconds
+        clock = FakeClock()  # at 0: the durations below are exactly `seconds`
+        queue = Queue[str](name=name, clock=clock)
+        queue.add("a")
+        clock.step(seconds)
+        item = await queue.get()  # queue duration: seconds - 0
+        clock.step(seconds)
+        queue.done(item)  # work duration: 2 * seconds - seconds, exact
+    for histogram in ["workqueue_queue_duration_seconds", "workqueue_work_duration_seconds"]:
+        for bound, le in zip(bounds, _BUCKET_NAMES, strict=False):
+            scraped = sample(f"{histogram}_bucket", name, le=le)
+            assert scraped == sum(1 for seconds in durations if seconds <= bound), (histogram, le)
+        assert sample(f"{histogram}_bucket", name, le="+Inf") == len(durations)
+        assert sample(f"{histogram}_sum", name) == total
 
 
 async def test_retries_count_adds_with_a_positive_delay() -> None:
@@ -181,9 +242,10 @@ async def test_metrics_keep_no_per_item_state_after_done() -> None:
     while len(queue):
         queue.done(await queue.get())
     assert queue._metrics is not None
-    # The metrics' timestamps live in the queue's own entries and processing map: none is left.
+    # The metrics' timestamps live in the queue's own dirty set and processing map: none is left.
     assert queue._metrics._processing is queue._processing
-    assert (queue._dirty, queue._processing) == ({}, {})
+    assert queue._metrics._dirty is queue._ready_at
+    assert_no_key_state(queue)
 
 
 async def test_a_named_queue_on_the_real_clock_times_its_items() -> None:
@@ -234,3 +296,4 @@ async def test_scrapes_from_another_thread_run_safely_beside_the_queue() -> None
         sys.setswitchinterval(switch_interval)
     assert errors == []
     assert sample("workqueue_adds_total", name) == 60 * 2000
+    assert sample("workqueue_depth", name) == 0

@@ -8,6 +8,11 @@ handed out (ready time, priority). Every hand-out is checked against it:
 - an add is pending for it and one of them is due (no spurious or duplicate run; delays respected);
 - it has the highest priority among queued keys, and is handed out with it (priority order).
 
+Even workers take items with ``get_with_priority``, odd ones with ``get`` (whose hand-out code is
+its own); the queue is named in half of the programs, so the metrics' inline updates run too, and
+at the end every add that made a key ready must have been counted once in ``adds_total`` and in
+both duration histograms (each such add is followed by exactly one hand-out and one ``done``).
+
 At quiescent points ``len(queue)`` equals the number of queued keys (dedup). At the end the queue is
 shut down with drain and every worker finishes: the drain must not return while work is left, and
 every add accepted before the shutdown must have been followed by a run of its key (processed at
@@ -24,6 +29,7 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pyctrl.metrics import registry
 from pyctrl.workqueue import (
     LOW_PRIORITY,
     FakeClock,
@@ -33,7 +39,7 @@ from pyctrl.workqueue import (
     ShutDown,
 )
 
-from ._util import until
+from ._util import assert_no_key_state, until
 
 
 @dataclass(frozen=True)
@@ -132,13 +138,14 @@ class Model:
     def priority(self, key: int) -> int:
         return max(priority for _, priority in self.pending[key])
 
-    def handed_out(self, worker: int, key: int, priority: int) -> None:
+    def handed_out(self, worker: int, key: int, priority: int | None) -> None:
+        """``key`` was handed to ``worker`` with ``priority`` (None: by ``get``, which does not say)."""
         assert key not in self.processing, (
             f"{key} handed to worker {worker} while worker {self.processing[key]} has it"
         )
         assert self.is_ready(key), f"{key} handed out with no due add pending: {self.pending.get(key)}"
-        assert priority == self.priority(key)
-        assert priority == max(self.priority(other) for other in self.queued())
+        assert priority in (None, self.priority(key))
+        assert self.priority(key) == max(self.priority(other) for other in self.queued())
         del self.pending[key]
         self.processing[key] = worker
         self.runs += 1
@@ -155,11 +162,11 @@ class Model:
 class Harness:
     """A queue, its workers and the model, driven one op at a time."""
 
-    def __init__(self, worker_count: int) -> None:
+    def __init__(self, worker_count: int, *, named: bool) -> None:
         self.clock = FakeClock()
         self.model = Model(self.clock)
         limiter = ItemExponentialFailureRateLimiter[int](BASE_DELAY, MAX_DELAY)
-        self.queue = RateLimitingQueue[int](limiter, clock=self.clock)
+        self.queue = RateLimitingQueue[int](limiter, clock=self.clock, name=METRICS_NAME if named else None)
         self.state = ["getting"] * worker_count
         self.releases: list[asyncio.Future[None] | None] = [None] * worker_count
         self.workers = [asyncio.create_task(self.worker(index)) for index in range(worker_count)]
@@ -170,7 +177,10 @@ class Harness:
         while True:
             self.state[index] = "getting"
             try:
-                key, priority = await self.queue.get_with_priority()
+                if index % 2:
+                    key, priority = await self.queue.get(), None
+                else:
+                    key, priority = await self.queue.get_with_priority()
             except ShutDown:
                 self.state[index] = "exited"
                 return
@@ -200,6 +210,7 @@ class Harness:
     async def settle(self) -> None:
         await until(self.settled)
         assert len(self.queue) == len(self.model.queued())
+        assert bool(self.queue._top) == bool(len(self.queue)), "the top bucket is empty iff nothing is queued"
 
     def finish(self, index: int) -> None:
         release = self.releases[index % len(self.state)]
@@ -259,8 +270,23 @@ class Harness:
         await asyncio.wait_for(asyncio.gather(*self.workers, *self.drains), timeout=5)
 
 
-async def run_program(worker_count: int, program: list[Op]) -> None:
-    harness = Harness(worker_count)
+METRICS_NAME = "test-properties"
+
+
+def counted() -> list[float]:
+    """adds_total and the counts of both duration histograms of METRICS_NAME so far, as scraped."""
+    labels = {"name": METRICS_NAME, "controller": METRICS_NAME}
+    metrics = [
+        "workqueue_adds_total",
+        "workqueue_queue_duration_seconds_count",
+        "workqueue_work_duration_seconds_count",
+    ]
+    return [registry.get_sample_value(metric, labels) or 0.0 for metric in metrics]
+
+
+async def run_program(worker_count: int, program: list[Op], *, named: bool) -> None:
+    before = counted()
+    harness = Harness(worker_count, named=named)
     await harness.settle()
     for op in program:
         await harness.apply(op)
@@ -270,15 +296,18 @@ async def run_program(worker_count: int, program: list[Op]) -> None:
     assert harness.drained
     assert model.pending == {}, f"adds never followed by a run: {model.pending}"
     assert model.processing == {}
-    assert (queue._dirty, queue._processing, queue._waiting, queue._heap) == ({}, {}, {}, [])
-    assert not any(queue._buckets.values())
+    assert_no_key_state(queue)
     assert harness.clock.pending() == 0
+    runs = model.runs if named else 0
+    assert [now - then for now, then in zip(counted(), before, strict=True)] == [runs, runs, runs]
 
 
 @settings(max_examples=1000, deadline=None)
-@given(worker_count=st.integers(1, 4), program=programs())
-def test_random_interleavings_keep_every_queue_guarantee(worker_count: int, program: list[Op]) -> None:
-    asyncio.run(run_program(worker_count, program))
+@given(worker_count=st.integers(1, 4), program=programs(), named=st.booleans())
+def test_random_interleavings_keep_every_queue_guarantee(
+    worker_count: int, program: list[Op], named: bool
+) -> None:
+    asyncio.run(run_program(worker_count, program, named=named))
 
 
 @dataclass(frozen=True)

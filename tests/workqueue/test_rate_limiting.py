@@ -11,6 +11,8 @@ from pyctrl.workqueue import (
     RateLimitingQueue,
 )
 
+from ._util import assert_no_key_state
+
 
 async def test_add_rate_limited_delays_the_item_by_what_the_limiter_says() -> None:
     clock = FakeClock()
@@ -85,8 +87,7 @@ async def test_forget_and_done_leave_no_per_key_state(failures: int) -> None:
             queue.done(key)
         clock.step(3600)
     assert len(queue) == 0
-    assert (queue._dirty, queue._processing, queue._waiting, queue._heap) == ({}, {}, {}, [])
-    assert not any(queue._buckets.values())
+    assert_no_key_state(queue)
     assert clock.pending() == 0
     limiter = queue._rate_limiter
     assert isinstance(limiter, MaxOfRateLimiter)

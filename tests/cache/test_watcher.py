@@ -268,7 +268,7 @@ def test_the_idle_timeout_must_be_positive() -> None:
 
 async def _spaced(count: int, gap: float) -> AsyncGenerator[RawEvent, None]:
     for i in range(count):
-        await asyncio.sleep(gap)
+        await asyncio.sleep(gap)  # the stream's pace: what the idle bound is tested against
         yield RawEvent("MODIFIED", obj("a", str(i)))
     await asyncio.Event().wait()  # then silent, open
 
@@ -283,9 +283,16 @@ async def test_the_idle_bound_times_each_wait_not_the_whole_stream() -> None:
 
 
 async def test_a_cancelled_wait_stays_a_cancellation_not_a_stall() -> None:
-    stream = _idle_bounded(_spaced(0, 0.0), 30.0)
+    started = asyncio.Event()
+
+    async def silent() -> AsyncGenerator[RawEvent, None]:
+        started.set()
+        await asyncio.Event().wait()
+        yield RawEvent("MODIFIED", obj("a", "0"))  # never reached
+
+    stream = _idle_bounded(silent(), 30.0)
     waiting = asyncio.ensure_future(anext(stream))
-    await asyncio.sleep(0.01)
+    await started.wait()  # the bounded wait is under way, not merely scheduled
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiting

@@ -153,8 +153,9 @@ async def test_stopping_the_node_stops_every_pod_process_and_exits_zero(
     forked = children(pid)
     assert forked, "the container's shell should have a background child"
     proc.send_signal(signal.SIGTERM)
-    # a generous bound: the node's shutdown also writes the pod's status and its Lease to the
-    # apiserver, which on a loaded 2-core CI machine once took over 30 s (the pod's own grace is 30 s)
+    # a generous bound: the node stops its pods (SIGTERM, --stop-grace 5 s, SIGKILL), then reports
+    # its Node NotReady to the apiserver and closes its connections; on a loaded 2-core CI machine
+    # that once took over 30 s
     assert proc.wait(120) == 0
     assert not alive(pid)
     assert [c for c in forked if alive(c)] == []

@@ -25,13 +25,12 @@ Guarantees:
 from __future__ import annotations
 
 import threading
-from bisect import bisect_left
 from collections.abc import Iterable
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
-from prometheus_client.utils import floatToGoString
 
+from pyctrl._histogram import Histogram
 from pyctrl.metrics import once, registry
 
 __all__ = ["RESULTS", "ControllerMetrics"]
@@ -42,7 +41,6 @@ _BUCKETS = (
     0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
     1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30, 40, 50, 60,
 )  # fmt: skip
-_BUCKET_NAMES = [*map(floatToGoString, _BUCKETS), "+Inf"]
 _COUNTERS = ("errors", "terminal", "panics", "timeouts")
 _NAMES = {
     "total": ("controller_runtime_reconcile_total", "Total number of reconciliations per controller"),
@@ -85,7 +83,7 @@ class ControllerMetrics:
         self.max_concurrent = 0
         self.active = 0
         #: reconcile-time histogram: counts per bucket (last: above every bound) and the sum
-        self.time = _Histogram()
+        self.time = _ReconcileTime()
 
     @classmethod
     def of(cls, controller: str) -> ControllerMetrics:
@@ -93,23 +91,9 @@ class ControllerMetrics:
         return _collector().series(controller)
 
 
-class _Histogram:
-    __slots__ = ("counts", "total")
-
-    def __init__(self) -> None:
-        self.counts = [0] * (len(_BUCKETS) + 1)
-        self.total = 0.0
-
-    def observe(self, seconds: float) -> None:
-        self.counts[bisect_left(_BUCKETS, seconds)] += 1
-        self.total += seconds
-
-    def buckets(self) -> list[tuple[str, float]]:
-        cumulative, out = 0, []
-        for name, count in zip(_BUCKET_NAMES, list(self.counts), strict=True):
-            cumulative += count
-            out.append((name, float(cumulative)))
-        return out
+class _ReconcileTime(Histogram):
+    __slots__ = ()
+    BOUNDS = _BUCKETS
 
 
 class _Collector(Collector):

@@ -37,7 +37,7 @@ from typing import Any, Generic, TypeVar, cast
 
 from pyctrl import trace as _trace
 from pyctrl.workqueue._clock import Clock, RealClock
-from pyctrl.workqueue._metrics import QueueMetrics, _Histogram, _Series
+from pyctrl.workqueue._metrics import QueueMetrics, _Series
 
 __all__ = ["LOW_PRIORITY", "Queue", "ShutDown"]
 
@@ -52,25 +52,6 @@ _NO_PRIORITY = cast(int, -math.inf)
 
 # Stale bucket entries (left behind by priority raises) are compacted away past this many.
 _MIN_COMPACT = 1024
-
-
-def _observe(histogram: _Histogram, seconds: float) -> None:
-    """Count ``seconds`` in ``histogram`` (buckets 1e-8 ... 1e3 s, then +Inf): the bucket index is
-    ``bisect_left(_BUCKETS, seconds)``, unrolled into four float comparisons (a third of the call's
-    cost)."""
-    if seconds <= 1e-4:
-        if seconds <= 1e-6:
-            index = (0 if seconds <= 1e-8 else 1) if seconds <= 1e-7 else 2
-        else:
-            index = 3 if seconds <= 1e-5 else 4
-    elif seconds <= 1e-1:
-        index = (5 if seconds <= 1e-3 else 6) if seconds <= 1e-2 else 7
-    elif seconds <= 1e1:
-        index = 8 if seconds <= 1e0 else 9
-    else:
-        index = (10 if seconds <= 1e2 else 11) if seconds <= 1e3 else 12
-    histogram.counts[index] += 1
-    histogram.total += seconds
 
 
 class ShutDown(Exception):
@@ -119,7 +100,7 @@ class Queue(Generic[T]):
         self._metrics: QueueMetrics[T] | None = (
             QueueMetrics(name, self._clock, self._ready_at, self._processing) if name else None
         )
-        # What the hot paths update, inlined there: _now is the metrics' clock (None: no metrics,
+        # What the hot paths update: _now is the metrics' clock (None: no metrics,
         # then nothing below is touched), _series the name's series (an unregistered one without).
         self._now: Callable[[], float] | None = None if self._metrics is None else self._metrics.now
         self._series = _Series() if self._metrics is None else self._metrics.series
@@ -219,7 +200,7 @@ class Queue(Generic[T]):
             self._processing[item] = 0.0
         else:
             self._processing[item] = started = now()
-            _observe(self._queue_duration, started - ready_at)
+            self._queue_duration.observe(started - ready_at)
         return item, priority
 
     def done(self, item: T) -> None:
@@ -234,7 +215,7 @@ class Queue(Generic[T]):
             raise ValueError(f"done({item!r}): the item is not being processed") from None
         now = self._now
         if now is not None:
-            _observe(self._work_duration, now() - started)
+            self._work_duration.observe(now() - started)
         if _trace.ENABLED:
             _trace.queue_done(self, item)
         if self._readded and item in self._ready_at:

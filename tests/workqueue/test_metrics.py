@@ -14,7 +14,7 @@ import pytest
 
 from pyctrl.metrics import registry
 from pyctrl.workqueue import FakeClock, ItemExponentialFailureRateLimiter, Queue, RateLimitingQueue
-from pyctrl.workqueue._metrics import _BUCKET_NAMES, QueueMetrics, _Collector, _get_collector, _Series
+from pyctrl.workqueue._metrics import QueueMetrics, _Collector, _get_collector, _Histogram, _Series
 
 from ._util import assert_no_key_state
 
@@ -200,7 +200,7 @@ async def test_both_histograms_bucket_every_duration_as_bisect_would_around_each
         clock.step(seconds)
         queue.done(item)  # work duration: 2 * seconds - seconds, exact
     for histogram in ["workqueue_queue_duration_seconds", "workqueue_work_duration_seconds"]:
-        for bound, le in zip(bounds, _BUCKET_NAMES, strict=False):
+        for bound, le in zip(bounds, _Histogram._NAMES, strict=False):
             scraped = sample(f"{histogram}_bucket", name, le=le)
             assert scraped == sum(1 for seconds in durations if seconds <= bound), (histogram, le)
         assert sample(f"{histogram}_bucket", name, le="+Inf") == len(durations)

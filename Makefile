@@ -49,7 +49,7 @@ docs: bootstrap
 	@echo "docs: built docs/_build/html/index.html"
 
 demo: bootstrap
-	$(PY) -m examples.rediscluster.demo
+	$(PY) -m examples.rediscluster_demo
 
 # CRDs from the pydantic types; the chart's ClusterRole (from the @rbac declarations), CRDs and
 # webhook configuration; config/ rendered from the chart by helm template.

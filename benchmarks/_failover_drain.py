@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from benchmarks._failover_run import Outcome, Writer, longest_pause, lost_writes, one_run, report_pause_ratio
 from benchmarks._failover_systems import NS, OperatorSystem, SystemError_, until
-from examples.rediscluster.demo import ROOT, operator_process
+from examples.rediscluster_demo.harness import ROOT, operator_process
 from pyctrl.client import load_kubeconfig
 from pyctrl.client.rest import Transport
 from pyctrl.envtest import Environment

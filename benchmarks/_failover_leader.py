@@ -29,7 +29,7 @@ import orjson
 
 from benchmarks import _procs
 from benchmarks._failover_systems import NS, until
-from examples.rediscluster.demo import ROOT
+from examples.rediscluster_demo.harness import ROOT
 from pyctrl.client.errors import NotFound
 from pyctrl.envtest._process import free_port
 

@@ -5,7 +5,7 @@ of :mod:`benchmarks._failover_run` going (``SET`` + ``WAIT 1 500`` on the labell
 
 - *rollout*: ``spec.image`` changed (``redis:7.2.<k>``, a new pod template): the operator restarts
   the replicas one at a time, hands the master over once (``FAILOVER TO``) and restarts the old
-  master (examples/rediscluster/rollout.py); measured from the patch until the status reports the
+  master (examples/rediscluster/replication/rollout.py); measured from the patch until the status reports the
   rollout complete (``currentRevision == updateRevision``, Running with 3 ready pods);
 - *rollout_crash*: the same cluster, the master's redis-server crashed (``SHUTDOWN NOSAVE``),
   measured as the crash scenario does (same ``--down-after-ms``).
@@ -27,7 +27,7 @@ import orjson
 from benchmarks._failover_drain import _line, _refresh
 from benchmarks._failover_run import Outcome, Writer, longest_pause, lost_writes, one_run, report_pause_ratio
 from benchmarks._failover_systems import OperatorSystem, SystemError_, until
-from examples.rediscluster.demo import operator_process
+from examples.rediscluster_demo.harness import operator_process
 
 if TYPE_CHECKING:
     from benchmarks.failover_bench import Context

@@ -43,7 +43,7 @@ from benchmarks._failover_leader import leader_runs
 from benchmarks._failover_rollout import ROLLOUT_FAULTS, report_rollout, rollout_runs
 from benchmarks._failover_run import FAULTS, Outcome, one_run
 from benchmarks._failover_systems import OperatorSystem, SentinelSystem, System, SystemError_
-from examples.rediscluster.demo import ROOT, operator_process
+from examples.rediscluster_demo.harness import ROOT, operator_process
 from pyctrl.client import load_kubeconfig
 from pyctrl.client.rest import Transport
 from pyctrl.envtest import Environment

@@ -36,7 +36,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 
 from benchmarks import _procs
-from examples.rediscluster.demo import ROOT, operator_process
+from examples.rediscluster_demo.harness import ROOT, operator_process
 from pyctrl.envtest import Environment
 from pyctrl.envtest._process import free_port
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python docs/examples/redis_decisions.py
 
-``examples.rediscluster.topology.plan`` takes what the reconcile observed (every pod's Kubernetes
+``examples.rediscluster.replication.topology.plan`` takes what the reconcile observed (every pod's Kubernetes
 and Redis facts) and the decision recorded in status, and returns the ordered actions; no I/O.
 Each scenario below prints its plan.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: examples.rediscluster
 
-from examples.rediscluster.topology import (
+from examples.rediscluster.replication.topology import (
     ClusterState,
     NodeObservation,
     Plan,

@@ -22,7 +22,7 @@ import sys
 
 from examples.rediscluster.backup import DEFAULT_IMAGE
 from examples.rediscluster.operator import OperatorOptions, run
-from examples.rediscluster.redis_admin import DEFAULT_IO_TIMEOUT
+from examples.rediscluster.shared.redis_admin import DEFAULT_IO_TIMEOUT
 from pyctrl.leaderelection import LeaderElectionConfig
 
 

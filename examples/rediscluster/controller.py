@@ -48,29 +48,19 @@ import datetime
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from examples.rediscluster import metrics, tls, users
 from examples.rediscluster.api import RedisCluster, RedisClusterPhase, RedisClusterStatus
 from examples.rediscluster.backup import DEFAULT_IMAGE as DEFAULT_BACKUP_IMAGE
 from examples.rediscluster.backup.restore import RestoreState, restore_state
-from examples.rediscluster.children import ensure
 from examples.rediscluster.cluster.mover import SlotMover
 from examples.rediscluster.cluster.reconciler import ClusterModeReconciler
-from examples.rediscluster.execute import PhaseTimer, PlanExecutor
-from examples.rediscluster.finalizer import FINALIZER, finalizer_patch, snapshot
-from examples.rediscluster.live_config import LiveConfig
-from examples.rediscluster.nodeloss import NodeLossGuard
-from examples.rediscluster.observe import Observed, not_ready_for, observe, read_password
-from examples.rediscluster.prober import HealthProber
-from examples.rediscluster.redis_admin import (
-    DEFAULT_IO_TIMEOUT,
-    RedisAccess,
-    RedisAdminError,
-    RedisConnection,
-)
-from examples.rediscluster.resources import InvalidSpec, desired_children
-from examples.rediscluster.rollout import Rollout, RolloutDecision, progressing_condition
-from examples.rediscluster.status import observed_status
-from examples.rediscluster.topology import (
+from examples.rediscluster.replication.execute import PhaseTimer, PlanExecutor
+from examples.rediscluster.replication.live_config import LiveConfig
+from examples.rediscluster.replication.nodeloss import NodeLossGuard
+from examples.rediscluster.replication.observe import Observed, not_ready_for, observe, read_password
+from examples.rediscluster.replication.prober import HealthProber
+from examples.rediscluster.replication.rollout import Rollout, RolloutDecision, progressing_condition
+from examples.rediscluster.replication.status import observed_status
+from examples.rediscluster.replication.topology import (
     ClusterState,
     Plan,
     Policy,
@@ -81,7 +71,18 @@ from examples.rediscluster.topology import (
     scale_down_victims,
     switchover,
 )
-from examples.rediscluster.volumes import VolumeExpander, pin_claim_templates
+from examples.rediscluster.replication.volumes import VolumeExpander, pin_claim_templates
+from examples.rediscluster.shared import metrics
+from examples.rediscluster.shared.children import ensure
+from examples.rediscluster.shared.finalizer import FINALIZER, finalizer_patch, snapshot
+from examples.rediscluster.shared.redis_admin import (
+    DEFAULT_IO_TIMEOUT,
+    RedisAccess,
+    RedisAdminError,
+    RedisConnection,
+)
+from examples.rediscluster.shared.resources import InvalidSpec, desired_children
+from examples.rediscluster.shared.security import tls, users
 from pyctrl import Request, Result
 from pyctrl.client import Client, Reader, Secret
 from pyctrl.client.errors import NotFound

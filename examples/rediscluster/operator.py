@@ -17,14 +17,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from examples.rediscluster.api import RedisCluster
+from examples.rediscluster.api.backup import RedisBackup
 from examples.rediscluster.backup import DEFAULT_IMAGE
-from examples.rediscluster.backup.api import RedisBackup
 from examples.rediscluster.backup.controllers import add_backup_controllers
 from examples.rediscluster.cluster.mover import SlotMover
 from examples.rediscluster.controller import RedisClusterReconciler
-from examples.rediscluster.nodeloss import Node
-from examples.rediscluster.prober import ClusterKey, HealthProber
-from examples.rediscluster.redis_admin import DEFAULT_IO_TIMEOUT
+from examples.rediscluster.replication.nodeloss import Node
+from examples.rediscluster.replication.prober import ClusterKey, HealthProber
+from examples.rediscluster.shared.redis_admin import DEFAULT_IO_TIMEOUT
 from examples.rediscluster.webhook import RedisClusterValidator
 from pyctrl import ControllerBuilder, Manager, Request, WebhookBuilder, _access, load_config, setup_logging
 from pyctrl.cache import ByObject, CacheOptions, strip_managed_fields

@@ -13,7 +13,7 @@ but risky: a single replica has nothing to fail over to.
 from __future__ import annotations
 
 from examples.rediscluster.api import RedisCluster
-from examples.rediscluster.resources import InvalidSpec, desired_children
+from examples.rediscluster.shared.resources import InvalidSpec, desired_children
 from pyctrl.client.errors import Invalid
 
 __all__ = ["RedisClusterValidator"]

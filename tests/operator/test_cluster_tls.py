@@ -32,7 +32,7 @@ import redis.exceptions as rexc
 from cryptography import x509
 from redis.asyncio.cluster import RedisCluster
 
-from examples.rediscluster.redis_admin import RedisAccess, RedisAdminError, tls_options
+from examples.rediscluster.shared.redis_admin import RedisAccess, RedisAdminError, tls_options
 from pyctrl.testing import eventually
 from tests._certs import CertAuthority, secret_data
 from tests.operator.conftest import Cluster, RunningOperator, reply_or_error, true

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from examples.rediscluster.metrics import FAILOVER_PHASES
+from examples.rediscluster.shared.metrics import FAILOVER_PHASES
 from pyctrl.metrics import registry
 from pyctrl.testing import eventually
 from tests.operator.conftest import (

@@ -1,4 +1,4 @@
-"""examples.rediscluster.resources / scheduling: the pod template's placement and shutdown, as data."""
+"""examples.rediscluster.shared.resources / scheduling: the pod template's placement and shutdown, as data."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from examples.rediscluster.api import RedisCluster, RedisClusterSpec
-from examples.rediscluster.resources import (
+from examples.rediscluster.shared.resources import (
     LIVE_KEYS,
     PRESTOP_WAIT_SECONDS,
     live_settings,

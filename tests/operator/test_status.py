@@ -1,9 +1,9 @@
-"""examples.rediscluster.status: the reported status as a pure function of observations."""
+"""examples.rediscluster.replication.status: the reported status as a pure function of observations."""
 
 from __future__ import annotations
 
 from examples.rediscluster.api import RedisCluster, RedisClusterPhase
-from examples.rediscluster.status import observed_status
+from examples.rediscluster.replication.status import observed_status
 from tests.rediscluster._builders import gone, master, replica
 
 

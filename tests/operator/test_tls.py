@@ -20,7 +20,7 @@ import pytest
 import redis.asyncio as aioredis
 from cryptography import x509
 
-from examples.rediscluster.tls import client_tls_context
+from examples.rediscluster.shared.security.tls import client_tls_context
 from pyctrl.testing import eventually
 from tests._certs import CertAuthority, Issued, secret_data
 from tests.operator.conftest import Cluster, RunningOperator, true

@@ -10,7 +10,7 @@ import dataclasses
 import math
 from collections.abc import Iterable
 
-from examples.rediscluster.topology import (
+from examples.rediscluster.replication.topology import (
     ClusterState,
     Demote,
     NodeObservation,

@@ -9,8 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from examples.rediscluster import redis_admin
-from examples.rediscluster.topology import (
+from examples.rediscluster.replication.topology import (
     ClusterState,
     Demote,
     NodeObservation,
@@ -22,6 +21,7 @@ from examples.rediscluster.topology import (
     Switchover,
     Wait,
 )
+from examples.rediscluster.shared import redis_admin
 from tests.rediscluster._servers import RedisServer
 
 

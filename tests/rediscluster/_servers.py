@@ -24,7 +24,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from examples.rediscluster.redis_admin import DEFAULT_IO_TIMEOUT, RedisConnection
+from examples.rediscluster.shared.redis_admin import DEFAULT_IO_TIMEOUT, RedisConnection
 from pyctrl.envtest import poll_until
 
 _PR_SET_PDEATHSIG = 1

@@ -7,7 +7,7 @@ import dataclasses
 from examples.rediscluster.cluster.nodes import PeerView
 from examples.rediscluster.cluster.plan import Member
 from examples.rediscluster.cluster.rollout import decide
-from examples.rediscluster.rollout import MAX_LAG_BYTES, Restart, ShardFailover
+from examples.rediscluster.replication.rollout import MAX_LAG_BYTES, Restart, ShardFailover
 from tests.rediscluster.test_cluster_plan import World
 
 OLD, NEW = "rev-old", "rev-new"

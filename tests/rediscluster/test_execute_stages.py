@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from examples.rediscluster.execute import stages
-from examples.rediscluster.topology import (
+from examples.rediscluster.replication.execute import stages
+from examples.rediscluster.replication.topology import (
     Demote,
     Promote,
     RecordMaster,

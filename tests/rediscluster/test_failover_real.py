@@ -10,9 +10,8 @@ import time
 from collections.abc import Sequence
 
 from examples.rediscluster.api import RedisClusterSpec
-from examples.rediscluster.prober import ClusterKey, HealthProber
-from examples.rediscluster.resources import redis_conf
-from examples.rediscluster.topology import (
+from examples.rediscluster.replication.prober import ClusterKey, HealthProber
+from examples.rediscluster.replication.topology import (
     ClusterState,
     Demote,
     Plan,
@@ -28,6 +27,7 @@ from examples.rediscluster.topology import (
     scale_down_victims,
     switchover,
 )
+from examples.rediscluster.shared.resources import redis_conf
 from pyctrl.testing import eventually
 from tests.rediscluster._harness import execute, link_up, observe_all
 from tests.rediscluster._servers import RedisServer, RedisServers, free_port

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 
-from examples.rediscluster.observe import not_ready_for
+from examples.rediscluster.replication.observe import not_ready_for
 from pyctrl.client import Pod
 
 

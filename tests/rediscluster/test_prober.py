@@ -8,9 +8,9 @@ from collections import Counter
 
 import pytest
 
-from examples.rediscluster import redis_admin
-from examples.rediscluster.prober import ClusterKey, HealthProber
-from examples.rediscluster.redis_admin import RedisConnection
+from examples.rediscluster.replication.prober import ClusterKey, HealthProber
+from examples.rediscluster.shared import redis_admin
+from examples.rediscluster.shared.redis_admin import RedisConnection
 from pyctrl.testing import eventually
 from tests.rediscluster._servers import RedisServers
 

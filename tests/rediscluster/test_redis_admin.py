@@ -13,10 +13,10 @@ import pytest
 import redis.asyncio as aioredis
 import redis.exceptions
 
-from examples.rediscluster import redis_admin
-from examples.rediscluster.redis_admin import RedisCommandError, RedisConnection, RedisUnavailable
-from examples.rediscluster.topology import Role
-from examples.rediscluster.users import OPERATOR_RULES, OPERATOR_USER
+from examples.rediscluster.replication.topology import Role
+from examples.rediscluster.shared import redis_admin
+from examples.rediscluster.shared.redis_admin import RedisCommandError, RedisConnection, RedisUnavailable
+from examples.rediscluster.shared.security.users import OPERATOR_RULES, OPERATOR_USER
 from pyctrl.testing import eventually
 from tests.rediscluster._harness import link_up
 from tests.rediscluster._servers import RedisServer, RedisServers, free_port

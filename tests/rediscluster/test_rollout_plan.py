@@ -1,11 +1,12 @@
-"""The rollout's pure decisions (examples/rediscluster/rollout.py ``decide``): one test per guarantee."""
+"""The rollout's pure decisions (examples/rediscluster/replication/rollout.py ``decide``): one test per
+guarantee."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from examples.rediscluster.rollout import MAX_LAG_BYTES, Restart, decide
-from examples.rediscluster.topology import ClusterState, Plan, Policy, RecordMaster, Switchover
+from examples.rediscluster.replication.rollout import MAX_LAG_BYTES, Restart, decide
+from examples.rediscluster.replication.topology import ClusterState, Plan, Policy, RecordMaster, Switchover
 from tests.rediscluster._builders import gone, healthy, master, pod, replica
 
 OLD, NEW = "rev-old", "rev-new"

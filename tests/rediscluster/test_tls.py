@@ -1,12 +1,12 @@
-"""TLS Secrets checked before use (``examples.rediscluster.tls``): each refusal names the field."""
+"""TLS Secrets checked before use (``shared.security.tls``): each refusal names the field."""
 
 from __future__ import annotations
 
 import pytest
 
-from examples.rediscluster import tls
 from examples.rediscluster.api import RedisCluster
-from examples.rediscluster.resources import desired_children
+from examples.rediscluster.shared.resources import desired_children
+from examples.rediscluster.shared.security import tls
 from tests._certs import CertAuthority, secret_data
 
 CA = CertAuthority()

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from examples.rediscluster.topology import (
+from examples.rediscluster.replication.topology import (
     ClusterState,
     Demote,
     NodeObservation,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from examples.rediscluster.topology import (
+from examples.rediscluster.replication.topology import (
     ClusterState,
     Demote,
     NodeObservation,

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from examples.rediscluster.topology import (
+from examples.rediscluster.replication.topology import (
     ClusterState,
     DownDetector,
     NodeObservation,

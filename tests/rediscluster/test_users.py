@@ -1,4 +1,4 @@
-"""The ACL file of ``spec.users`` (``examples.rediscluster.users``): its lines and the checks made
+"""The ACL file of ``spec.users`` (``shared.security.users``): its lines and the checks made
 without Redis (the rest is Redis' own check, in tests/operator/test_users.py)."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from examples.rediscluster import users
 from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.cluster.resources import cluster_children
-from examples.rediscluster.resources import InvalidSpec, desired_children
+from examples.rediscluster.shared.resources import InvalidSpec, desired_children
+from examples.rediscluster.shared.security import users
 
 
 def cluster(**spec: Any) -> RedisCluster:

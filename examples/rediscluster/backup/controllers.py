@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from examples.rediscluster.api import RedisCluster
-from examples.rediscluster.backup.api import RedisBackup
+from examples.rediscluster.api.backup import RedisBackup
 from examples.rediscluster.backup.job import CLUSTER_LABEL
 from examples.rediscluster.backup.reconciler import RedisBackupReconciler
 from examples.rediscluster.backup.schedule import BackupScheduleReconciler

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from examples.rediscluster.backup.api import BackupDestination, RedisBackup
+from examples.rediscluster.api.backup import BackupDestination, RedisBackup
 from examples.rediscluster.backup.worker import EXIT_PERMANENT
 
 __all__ = [

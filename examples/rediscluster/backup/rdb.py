@@ -28,7 +28,7 @@ import socket
 import ssl
 from typing import Self
 
-from examples.rediscluster.tls import client_tls_context
+from examples.rediscluster.shared.security.tls import client_tls_context
 
 __all__ = ["RDB_EOF_OPCODE", "RDB_MAGIC", "RdbError", "RdbStream"]
 

@@ -25,9 +25,8 @@ import base64
 import datetime
 from typing import Any
 
-from examples.rediscluster import redis_admin, tls, users
 from examples.rediscluster.api import RedisCluster
-from examples.rediscluster.backup.api import BackupPhase, RedisBackup, RedisBackupStatus, ShardBackup
+from examples.rediscluster.api.backup import BackupPhase, RedisBackup, RedisBackupStatus, ShardBackup
 from examples.rediscluster.backup.job import (
     SOURCE_ANNOTATION,
     backup_job,
@@ -42,8 +41,10 @@ from examples.rediscluster.backup.shards import (
     shards_from_annotation,
 )
 from examples.rediscluster.cluster.slots import SLOTS
-from examples.rediscluster.resources import REDIS_PORT, ROLE_LABEL, selector_labels
-from examples.rediscluster.topology import Role
+from examples.rediscluster.replication.topology import Role
+from examples.rediscluster.shared import redis_admin
+from examples.rediscluster.shared.resources import REDIS_PORT, ROLE_LABEL, selector_labels
+from examples.rediscluster.shared.security import tls, users
 from pyctrl import Request, Result
 from pyctrl.client import Client, Job, PersistentVolumeClaim, Pod, Reader, Secret
 from pyctrl.client.errors import Forbidden, NotFound

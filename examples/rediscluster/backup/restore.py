@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from examples.rediscluster.api import RedisCluster
-from examples.rediscluster.backup.api import BackupPhase, RedisBackup
+from examples.rediscluster.api.backup import BackupPhase, RedisBackup
 from examples.rediscluster.backup.job import restore_init_container, restore_volumes
 from examples.rediscluster.backup.shards import cluster_restore_init_container
 from examples.rediscluster.cluster.slots import SLOTS, parse_ranges

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from examples.rediscluster.backup.api import ShardBackup
+from examples.rediscluster.api.backup import ShardBackup
 from pyctrl.client import Pod
 
 __all__ = ["result_of", "shard_results", "with_results"]

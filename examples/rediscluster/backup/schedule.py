@@ -38,7 +38,7 @@ from typing import Any
 from croniter import croniter
 
 from examples.rediscluster.api import RedisCluster
-from examples.rediscluster.backup.api import BackupPhase, BackupSchedule, RedisBackup
+from examples.rediscluster.api.backup import BackupPhase, BackupSchedule, RedisBackup
 from examples.rediscluster.backup.job import CLUSTER_LABEL
 from pyctrl import Request, Result
 from pyctrl.client import Client

@@ -89,7 +89,9 @@ def checked_shard(
     import redis  # only a cluster-mode shard needs it: the worker starts faster without
 
     tls: dict[str, Any] = {}
-    if tls_ca is not None:  # the chain is checked, not the name (see examples/rediscluster/tls.py)
+    if (
+        tls_ca is not None
+    ):  # the chain is checked, not the name (see examples/rediscluster/shared/security/tls.py)
         tls = {"ssl": True, "ssl_ca_data": tls_ca, "ssl_cert_reqs": "required", "ssl_check_hostname": False}
     client = redis.Redis(
         host=args.check_host,

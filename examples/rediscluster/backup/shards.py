@@ -37,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from examples.rediscluster.backup.api import BackupDestination, RedisBackup, ShardBackup
+from examples.rediscluster.api.backup import BackupDestination, RedisBackup, ShardBackup
 from examples.rediscluster.backup.job import (
     DEFAULT_DEADLINE_SECONDS,
     REDIS_CA_MOUNT,

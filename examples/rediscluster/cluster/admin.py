@@ -21,7 +21,7 @@ import asyncio
 
 from examples.rediscluster.cluster.nodes import NodeFacts, parse_cluster_info, parse_cluster_nodes
 from examples.rediscluster.cluster.slots import ranges
-from examples.rediscluster.redis_admin import RedisCommandError, RedisConnection, _call, parse_info
+from examples.rediscluster.shared.redis_admin import RedisCommandError, RedisConnection, _call, parse_info
 
 __all__ = ["add_slots", "cluster_facts", "failover", "forget", "meet", "replicate", "reset_soft", "takeover"]
 

@@ -54,7 +54,7 @@ import redis.exceptions as rexc
 
 from examples.rediscluster.cluster import metrics
 from examples.rediscluster.cluster.plan_types import Member
-from examples.rediscluster.redis_admin import RedisAccess, tls_options
+from examples.rediscluster.shared.redis_admin import RedisAccess, tls_options
 
 __all__ = ["Endpoint", "Job", "Progress", "SlotMover", "Transfer", "outdated"]
 

@@ -38,16 +38,16 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from examples.rediscluster import tls
 from examples.rediscluster.api import RedisCluster, RedisClusterSpec
 from examples.rediscluster.cluster.slots import pods_for
-from examples.rediscluster.resources import (
+from examples.rediscluster.shared.resources import (
     REDIS_PORT,
     InvalidSpec,
     desired_children,
     headless_service_name,
     redis_conf,
 )
+from examples.rediscluster.shared.security import tls
 
 __all__ = ["BUS_PORT", "CLUSTER_MANAGED_KEYS", "cluster_children", "cluster_redis_conf"]
 

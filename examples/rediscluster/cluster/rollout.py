@@ -1,6 +1,6 @@
 """Operator-ordered rollouts of a ``mode: cluster`` RedisCluster, one shard at a time.
 
-The cluster-mode counterpart of ``examples.rediscluster.rollout`` (which mirrors the StatefulSet
+The cluster-mode counterpart of ``examples.rediscluster.replication.rollout`` (which mirrors the StatefulSet
 controller's ``RollingUpdate`` in the operator's order; the StatefulSet is ``OnDelete``): the same
 order applied to each shard, a group of pods with one master, taking the shards one after the
 other (lowest index first):
@@ -10,7 +10,8 @@ other (lowest index first):
 2. then, when only the shard's master is outdated, a planned ``CLUSTER FAILOVER`` (never FORCE or
    TAKEOVER: the master hands its whole offset over before the replica is elected) on the
    updated in-sync replica with the highest replication offset (lowest ordinal on a tie): a
-   :class:`~examples.rediscluster.rollout.ShardFailover`, carried out by ``cluster.admin.failover``,
+   :class:`~examples.rediscluster.replication.rollout.ShardFailover`, carried out by
+   ``cluster.admin.failover``,
    which returns once the replica reports itself master of slots;
 3. then the old master, now a replica, like any replica; then the next shard.
 
@@ -43,8 +44,7 @@ from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.cluster import admin
 from examples.rediscluster.cluster.plan import Member
 from examples.rediscluster.cluster.slots import pods_for, shard_of
-from examples.rediscluster.redis_admin import RedisAccess, RedisAdminError
-from examples.rediscluster.rollout import (
+from examples.rediscluster.replication.rollout import (
     MAX_LAG_BYTES,
     Restart,
     Rollout,
@@ -55,6 +55,7 @@ from examples.rediscluster.rollout import (
     revisions_of,
     started,
 )
+from examples.rediscluster.shared.redis_admin import RedisAccess, RedisAdminError
 from pyctrl.client import Pod
 from pyctrl.log import get_logger
 

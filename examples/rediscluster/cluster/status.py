@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from examples.rediscluster.api import RedisCluster, RedisClusterPhase, RedisClusterStatus, ShardStatus
 from examples.rediscluster.cluster.plan import Member
 from examples.rediscluster.cluster.slots import SLOTS, format_ranges, shard_of
-from examples.rediscluster.resources import selector
-from examples.rediscluster.status import _condition
+from examples.rediscluster.replication.status import _condition
+from examples.rediscluster.shared.resources import selector
 from pyctrl.client.objects import Condition
 
 __all__ = ["Resharding", "cluster_status", "shard_statuses"]

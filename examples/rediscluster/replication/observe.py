@@ -4,11 +4,11 @@
   cached); a missing Secret or key is an Event ``SecretMissing`` and an error (a missing key is
   terminal: only an edit of the Secret or the spec fixes it). The value is never logged.
 - :func:`observe` lists the cluster's pods (pods with an ordinal only), asks every pod with an IP
-  ``INFO`` through a :class:`~examples.rediscluster.redis_admin.RedisConnection` with the
+  ``INFO`` through a :class:`~examples.rediscluster.shared.redis_admin.RedisConnection` with the
   reconciler's I/O timeout (an unreachable Redis is observed as ``redis=None``, never an error),
   and notes the pods the scheduler could not place (``PodScheduled=False``, with its message).
 - :class:`Observed` hands out the connection of any observed pod, so no caller repeats
-  ``(ip, port, credentials, timeout)`` (a :class:`~examples.rediscluster.redis_admin.RedisAccess`:
+  ``(ip, port, credentials, timeout)`` (a :class:`~examples.rediscluster.shared.redis_admin.RedisAccess`:
   password, ACL user, TLS CA).
 """
 
@@ -20,9 +20,14 @@ import datetime
 from dataclasses import dataclass, field
 
 from examples.rediscluster.api import RedisCluster
-from examples.rediscluster.redis_admin import RedisAccess, RedisAdminError, RedisConnection, RedisUnavailable
-from examples.rediscluster.resources import REDIS_CONTAINER, REDIS_PORT, ROLE_LABEL, selector_labels
-from examples.rediscluster.topology import NodeObservation
+from examples.rediscluster.replication.topology import NodeObservation
+from examples.rediscluster.shared.redis_admin import (
+    RedisAccess,
+    RedisAdminError,
+    RedisConnection,
+    RedisUnavailable,
+)
+from examples.rediscluster.shared.resources import REDIS_CONTAINER, REDIS_PORT, ROLE_LABEL, selector_labels
 from pyctrl import TerminalError
 from pyctrl.client import Pod, Reader, Secret
 from pyctrl.client.errors import NotFound

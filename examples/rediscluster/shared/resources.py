@@ -35,9 +35,9 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from examples.rediscluster import tls, users
 from examples.rediscluster.api import RedisCluster, RedisClusterSpec
-from examples.rediscluster.scheduling import pod_scheduling
+from examples.rediscluster.api.scheduling import pod_scheduling
+from examples.rediscluster.shared.security import tls, users
 
 __all__ = [
     "FENCE_HOST",
@@ -351,7 +351,7 @@ def statefulset(cluster: RedisCluster, replicas: int) -> dict[str, Any]:
         "replicas": replicas,
         "serviceName": headless_service_name(cluster),
         "podManagementPolicy": "Parallel",
-        # the operator restarts pods in its own order (examples/rediscluster/rollout.py)
+        # the operator restarts pods in its own order (examples/rediscluster/replication/rollout.py)
         "updateStrategy": {"type": "OnDelete"},
         "selector": {"matchLabels": selector_labels(cluster)},
         "template": {

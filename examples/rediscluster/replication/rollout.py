@@ -39,9 +39,9 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from examples.rediscluster.api import RedisCluster, RedisClusterStatus
-from examples.rediscluster.observe import Observed
-from examples.rediscluster.status import _condition as condition
-from examples.rediscluster.topology import (
+from examples.rediscluster.replication.observe import Observed
+from examples.rediscluster.replication.status import _condition as condition
+from examples.rediscluster.replication.topology import (
     ClusterState,
     NodeObservation,
     Plan,

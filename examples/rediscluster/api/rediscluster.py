@@ -26,8 +26,8 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, JsonValue
 
-from examples.rediscluster.backup.api import BackupSchedule, RestoreSource
-from examples.rediscluster.scheduling import Affinity, Toleration, TopologySpreadConstraint
+from examples.rediscluster.api.backup import BackupSchedule, RestoreSource
+from examples.rediscluster.api.scheduling import Affinity, Toleration, TopologySpreadConstraint
 from pyctrl.client.gvk import GroupVersionKind
 from pyctrl.client.objects.meta import Condition, KubeModel, KubeObject
 from pyctrl.crdgen import CRDMeta, PrinterColumn, Quantity, ScaleSubresource

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from examples.rediscluster.api import RedisCluster, RedisClusterPhase, RedisClusterStatus
-from examples.rediscluster.resources import selector
-from examples.rediscluster.topology import NodeObservation, Role
+from examples.rediscluster.replication.topology import NodeObservation, Role
+from examples.rediscluster.shared.resources import selector
 from pyctrl.client.objects import Condition
 
 __all__ = ["observed_status"]

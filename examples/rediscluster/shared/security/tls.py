@@ -15,7 +15,7 @@ Guarantees:
 
 - :func:`tls_material` checks a Secret before anything uses it: every key present, each a PEM
   that parses, the key matching the certificate, the certificate issued by ``ca.crt`` — an
-  :class:`~examples.rediscluster.resources.InvalidSpec` naming ``spec.tls.secretName`` otherwise
+  :class:`~examples.rediscluster.shared.resources.InvalidSpec` naming ``spec.tls.secretName`` otherwise
   (the reconciler then applies nothing and reloads nothing; the pods keep the files they loaded);
 - names are not checked (not by Redis, not by the operator: pod IPs change, so certificates need
   not name them) — the chain to ``ca.crt`` is;

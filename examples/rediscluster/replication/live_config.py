@@ -28,9 +28,9 @@ from __future__ import annotations
 import hashlib
 
 from examples.rediscluster.api import RedisCluster
-from examples.rediscluster.observe import Observed
-from examples.rediscluster.redis_admin import RedisAdminError, RedisCommandError
-from examples.rediscluster.resources import live_settings
+from examples.rediscluster.replication.observe import Observed
+from examples.rediscluster.shared.redis_admin import RedisAdminError, RedisCommandError
+from examples.rediscluster.shared.resources import live_settings
 from pyctrl.log import get_logger
 from pyctrl.recorder import EventRecorder
 

@@ -1,4 +1,4 @@
-"""``python -m examples.rediscluster.demo --backup``: a backup to S3 and a restore, with kubectl.
+"""``python -m examples.rediscluster_demo --backup``: a backup to S3 and a restore, with kubectl.
 
 Starts the local control plane with its node, a real S3-compatible store on loopback (versitygw,
 ``pyctrl.envtest.objectstore``) and the operator as its own process; applies a RedisCluster,
@@ -51,7 +51,7 @@ def _manifests(store: ObjectStore) -> dict[str, str]:
 
 
 def run_backup_demo(keep: bool) -> int:
-    from examples.rediscluster.demo import ROOT, Demo, operator_process, say
+    from examples.rediscluster_demo.harness import ROOT, Demo, operator_process, say
 
     say("starting the local control plane, its node and an S3 store (versitygw) on loopback")
     with (

@@ -1,7 +1,7 @@
 """The vocabulary of the RedisCluster topology decisions: observations, recorded state, actions.
 
 Frozen data only (plus :class:`DownDetector`, the probe history of one endpoint); the decisions
-that use them are in :mod:`examples.rediscluster.topology`, which re-exports every name here.
+that use them are in :mod:`examples.rediscluster.replication.topology`, which re-exports every name here.
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ import datetime
 from collections.abc import Awaitable, Callable
 
 from examples.rediscluster.api import RedisCluster
-from examples.rediscluster.redis_admin import RedisAccess, RedisUnavailable
-from examples.rediscluster.resources import REDIS_PORT
+from examples.rediscluster.shared.redis_admin import RedisAccess, RedisUnavailable
+from examples.rediscluster.shared.resources import REDIS_PORT
 from pyctrl.client import Client, Pod
 from pyctrl.client.errors import NotFound
 from pyctrl.client.patch import PatchType, RawPatch

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from examples.rediscluster.resources import parse_quantity
+from examples.rediscluster.shared.resources import parse_quantity
 from pyctrl.client import Client, ConfigMap, Service, StatefulSet
 from pyctrl.client.errors import NotFound
 from pyctrl.client.objects import KubeObject, PodDisruptionBudget

@@ -12,7 +12,7 @@ Guarantees:
   most one probe per pod is in flight, so a hung Redis (SIGSTOP) delays only its own probes, which
   end after ``2 * io_timeout + 0.5`` s at most (the connection's ``io_timeout``).
 - History is kept per pod, not per address: a pod whose IP changes, or that has none (registered
-  as ``None``, a failed probe), keeps its :class:`~examples.rediscluster.topology.DownDetector`.
+  as ``None``, a failed probe), keeps its :class:`~examples.rediscluster.replication.topology.DownDetector`.
   A pod's window starts when it is registered, so a first probe that hangs still counts from when
   it was sent.
 - The master is *down* only after no valid reply for the cluster's whole ``down_after`` window
@@ -34,8 +34,8 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
-from examples.rediscluster.redis_admin import RedisConnection
-from examples.rediscluster.topology import DownDetector
+from examples.rediscluster.replication.topology import DownDetector
+from examples.rediscluster.shared.redis_admin import RedisConnection
 
 __all__ = ["ClusterKey", "Endpoints", "HealthProber", "Probe"]
 

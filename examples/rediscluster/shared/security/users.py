@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from examples.rediscluster.api import RedisCluster, RedisUser
-from examples.rediscluster.redis_admin import RedisAdminError, RedisConnection
+from examples.rediscluster.shared.redis_admin import RedisAdminError, RedisConnection
 from pyctrl.client import Client, Reader, Secret
 from pyctrl.client.errors import NotFound
 from pyctrl.controllerutil import set_controller_reference

@@ -31,12 +31,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from examples.rediscluster import metrics
 from examples.rediscluster.api import RedisCluster, RedisClusterPhase, RedisClusterStatus
-from examples.rediscluster.observe import Observed
-from examples.rediscluster.redis_admin import RedisAdminError
-from examples.rediscluster.resources import ROLE_LABEL
-from examples.rediscluster.topology import (
+from examples.rediscluster.replication.observe import Observed
+from examples.rediscluster.replication.topology import (
     Action,
     Demote,
     Plan,
@@ -48,6 +45,9 @@ from examples.rediscluster.topology import (
     Switchover,
     Wait,
 )
+from examples.rediscluster.shared import metrics
+from examples.rediscluster.shared.redis_admin import RedisAdminError
+from examples.rediscluster.shared.resources import ROLE_LABEL
 from pyctrl.client import Client
 from pyctrl.client.patch import MergeFrom, PatchType, RawPatch
 from pyctrl.log import get_logger

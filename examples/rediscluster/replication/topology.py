@@ -64,7 +64,7 @@ __all__ = [
     "switchover",
 ]
 
-from examples.rediscluster.topology_types import (
+from examples.rediscluster.replication.topology_types import (
     NULL_REPLID,
     Action,
     ClusterState,

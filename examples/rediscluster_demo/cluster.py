@@ -1,4 +1,4 @@
-"""``python -m examples.rediscluster.demo --mode cluster``: a sharded cluster forming, resharding
+"""``python -m examples.rediscluster_demo --mode cluster``: a sharded cluster forming, resharding
 (3 -> 4 shards) and failing a shard over, on the local embedded cluster; every process started is
 stopped on exit, on Ctrl-C and on failure (the control plane and operator of ``demo``)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import time
 
-from examples.rediscluster.demo import ROOT, Demo, operator_process, say
+from examples.rediscluster_demo.harness import ROOT, Demo, operator_process, say
 from pyctrl.envtest import Environment
 from pyctrl.envtest._process import free_port
 

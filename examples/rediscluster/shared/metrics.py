@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from prometheus_client import Counter, Gauge, Histogram
 
 from examples.rediscluster.api import RedisClusterPhase, RedisClusterStatus
-from examples.rediscluster.topology_types import NodeObservation, Role
+from examples.rediscluster.replication.topology_types import NodeObservation, Role
 from pyctrl.metrics import registry
 
 __all__ = [

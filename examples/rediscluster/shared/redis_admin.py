@@ -47,8 +47,8 @@ import redis.exceptions as rexc
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from examples.rediscluster.tls import client_tls_context
-from examples.rediscluster.topology import NULL_REPLID, RedisFacts, Role
+from examples.rediscluster.replication.topology import NULL_REPLID, RedisFacts, Role
+from examples.rediscluster.shared.security.tls import client_tls_context
 
 __all__ = [
     "DEFAULT_IO_TIMEOUT",
@@ -116,7 +116,7 @@ def _is_valid_error_reply(exc: BaseException) -> bool:
 
 def tls_options(ca_pem: str | None) -> dict[str, Any]:
     """redis-py keywords of a connection verified against ``ca_pem``: the chain, not the name
-    (``examples.rediscluster.tls``: pods' certificates need not name their IPs); {} for plaintext."""
+    (``shared.security.tls``: pods' certificates need not name their IPs); {} for plaintext."""
     if ca_pem is None:
         return {}
     return {"ssl": True, "ssl_ca_data": ca_pem, "ssl_cert_reqs": "required", "ssl_check_hostname": False}

@@ -56,9 +56,9 @@ from examples.rediscluster.cluster.reconciler import ClusterModeReconciler
 from examples.rediscluster.replication.execute import PhaseTimer, PlanExecutor
 from examples.rediscluster.replication.live_config import LiveConfig
 from examples.rediscluster.replication.nodeloss import NodeLossGuard
-from examples.rediscluster.replication.observe import Observed, not_ready_for, observe, read_password
+from examples.rediscluster.replication.observe import Observed, observe, read_password
 from examples.rediscluster.replication.prober import HealthProber
-from examples.rediscluster.replication.rollout import Rollout, RolloutDecision, progressing_condition
+from examples.rediscluster.replication.rollout import Rollout
 from examples.rediscluster.replication.status import observed_status
 from examples.rediscluster.replication.topology import (
     ClusterState,
@@ -75,6 +75,7 @@ from examples.rediscluster.replication.volumes import VolumeExpander, pin_claim_
 from examples.rediscluster.shared import metrics
 from examples.rediscluster.shared.children import ensure
 from examples.rediscluster.shared.finalizer import FINALIZER, finalizer_patch, snapshot
+from examples.rediscluster.shared.pods import not_ready_for
 from examples.rediscluster.shared.redis_admin import (
     DEFAULT_IO_TIMEOUT,
     RedisAccess,
@@ -82,6 +83,7 @@ from examples.rediscluster.shared.redis_admin import (
     RedisConnection,
 )
 from examples.rediscluster.shared.resources import InvalidSpec, desired_children
+from examples.rediscluster.shared.rollout import RolloutDecision, progressing_condition
 from examples.rediscluster.shared.security import tls, users
 from pyctrl import Request, Result
 from pyctrl.client import Client, Reader, Secret

@@ -6,8 +6,8 @@ import dataclasses
 
 from examples.rediscluster.cluster.nodes import PeerView
 from examples.rediscluster.cluster.plan import Member
-from examples.rediscluster.cluster.rollout import decide
-from examples.rediscluster.replication.rollout import MAX_LAG_BYTES, Restart, ShardFailover
+from examples.rediscluster.cluster.rollout import ShardFailover, decide
+from examples.rediscluster.shared.rollout import MAX_LAG_BYTES, Restart
 from tests.rediscluster.test_cluster_plan import World
 
 OLD, NEW = "rev-old", "rev-new"

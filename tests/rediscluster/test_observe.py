@@ -1,10 +1,10 @@
-"""How long a master's pod counts as NotReady (``observe.not_ready_for``), from the pod's status."""
+"""How long a master's pod counts as NotReady (``shared.pods.not_ready_for``), from the pod's status."""
 
 from __future__ import annotations
 
 import datetime
 
-from examples.rediscluster.replication.observe import not_ready_for
+from examples.rediscluster.shared.pods import not_ready_for
 from pyctrl.client import Pod
 
 

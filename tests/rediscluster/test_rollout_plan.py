@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from examples.rediscluster.replication.rollout import MAX_LAG_BYTES, Restart, decide
+from examples.rediscluster.replication.rollout import decide
 from examples.rediscluster.replication.topology import ClusterState, Plan, Policy, RecordMaster, Switchover
+from examples.rediscluster.shared.rollout import MAX_LAG_BYTES, Restart
 from tests.rediscluster._builders import gone, healthy, master, pod, replica
 
 OLD, NEW = "rev-old", "rev-new"

@@ -1,6 +1,6 @@
-"""Backups and restores of RedisClusters (issue 15): the RedisBackup kind and its Jobs.
+"""Backups and restores of RedisClusters (issue 15): the RedisBackup kind's Jobs (its types are in
+``api.backup``: RedisBackup, and the RedisCluster's ``spec.backup`` / ``spec.restoreFrom``).
 
-- ``api``: RedisBackup, and the RedisCluster's ``spec.backup`` / ``spec.restoreFrom`` types;
 - ``rdb``, ``store``, ``worker``: the program the Jobs run (RDB off a replica, through SHA-256,
   into a PVC file or an S3 object; the restore check; deletion);
 - ``aof``: a restore into a Redis with persistence (the RDB as the base of its AOF);

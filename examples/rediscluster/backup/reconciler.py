@@ -41,8 +41,8 @@ from examples.rediscluster.backup.shards import (
     shards_from_annotation,
 )
 from examples.rediscluster.cluster.slots import SLOTS
-from examples.rediscluster.replication.topology import Role
 from examples.rediscluster.shared import redis_admin
+from examples.rediscluster.shared.facts import Role
 from examples.rediscluster.shared.resources import REDIS_PORT, ROLE_LABEL, selector_labels
 from examples.rediscluster.shared.security import tls, users
 from pyctrl import Request, Result

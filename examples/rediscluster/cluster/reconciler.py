@@ -62,13 +62,13 @@ from examples.rediscluster.cluster.resources import cluster_children
 from examples.rediscluster.cluster.rollout import ClusterRollout
 from examples.rediscluster.cluster.slots import parse_ranges
 from examples.rediscluster.cluster.status import Resharding, cluster_status
-from examples.rediscluster.replication.observe import ordinal, pod_ready
-from examples.rediscluster.replication.rollout import RolloutDecision, progressing_condition
 from examples.rediscluster.shared import metrics as base_metrics
 from examples.rediscluster.shared import redis_admin
 from examples.rediscluster.shared.children import ensure
+from examples.rediscluster.shared.pods import ordinal, pod_ready
 from examples.rediscluster.shared.redis_admin import RedisAccess, RedisConnection
 from examples.rediscluster.shared.resources import REDIS_PORT, ROLE_LABEL, InvalidSpec, selector_labels
+from examples.rediscluster.shared.rollout import RolloutDecision, progressing_condition
 from pyctrl import Result
 from pyctrl.client import Client, Pod
 from pyctrl.client.objects import Condition

@@ -1,6 +1,6 @@
 """Operator-ordered rollouts of a ``mode: cluster`` RedisCluster, one shard at a time.
 
-The cluster-mode counterpart of ``examples.rediscluster.replication.rollout`` (which mirrors the StatefulSet
+The cluster-mode counterpart of ``replication.rollout`` (which mirrors the StatefulSet
 controller's ``RollingUpdate`` in the operator's order; the StatefulSet is ``OnDelete``): the same
 order applied to each shard, a group of pods with one master, taking the shards one after the
 other (lowest index first):
@@ -10,7 +10,7 @@ other (lowest index first):
 2. then, when only the shard's master is outdated, a planned ``CLUSTER FAILOVER`` (never FORCE or
    TAKEOVER: the master hands its whole offset over before the replica is elected) on the
    updated in-sync replica with the highest replication offset (lowest ordinal on a tie): a
-   :class:`~examples.rediscluster.replication.rollout.ShardFailover`, carried out by
+   :class:`ShardFailover`, carried out by
    ``cluster.admin.failover``,
    which returns once the replica reports itself master of slots;
 3. then the old master, now a replica, like any replica; then the next shard.
@@ -38,30 +38,40 @@ Guarantees:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.cluster import admin
 from examples.rediscluster.cluster.plan import Member
 from examples.rediscluster.cluster.slots import pods_for, shard_of
-from examples.rediscluster.replication.rollout import (
+from examples.rediscluster.shared.redis_admin import RedisAccess, RedisAdminError
+from examples.rediscluster.shared.rollout import (
     MAX_LAG_BYTES,
+    PodRollout,
     Restart,
-    Rollout,
     RolloutDecision,
-    ShardFailover,
     held,
     known_revisions,
     revisions_of,
     started,
 )
-from examples.rediscluster.shared.redis_admin import RedisAccess, RedisAdminError
 from pyctrl.client import Pod
 from pyctrl.log import get_logger
 
-__all__ = ["FAILOVER_TIMEOUT", "ClusterRollout", "decide", "unsettled"]
+__all__ = ["FAILOVER_TIMEOUT", "ClusterRollout", "ShardFailover", "decide", "unsettled"]
 
 log = get_logger("rediscluster.cluster")
+
+
+@dataclass(frozen=True, slots=True)
+class ShardFailover:
+    """Cluster mode: a planned ``CLUSTER FAILOVER`` on ``pod``, an updated in-sync replica of shard
+    ``shard`` whose master ``master`` is the shard's last outdated pod (``cluster.rollout``)."""
+
+    pod: str
+    shard: int
+    master: str
+
 
 #: how long a planned CLUSTER FAILOVER may take before the reconcile reports it failed and retries
 FAILOVER_TIMEOUT = 15.0
@@ -178,7 +188,7 @@ def _catching_up(key: str, revisions: Mapping[str, str | None], update_revision:
     return revisions.get(key, update_revision) == update_revision
 
 
-class ClusterRollout(Rollout):
+class ClusterRollout(PodRollout):
     """Carries out :func:`decide` for ``cluster.reconciler``: deletions, failovers, Events."""
 
     async def step_cluster(

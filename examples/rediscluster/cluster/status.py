@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from examples.rediscluster.api import RedisCluster, RedisClusterPhase, RedisClusterStatus, ShardStatus
 from examples.rediscluster.cluster.plan import Member
 from examples.rediscluster.cluster.slots import SLOTS, format_ranges, shard_of
-from examples.rediscluster.replication.status import _condition
+from examples.rediscluster.shared.conditions import condition
 from examples.rediscluster.shared.resources import selector
 from pyctrl.client.objects import Condition
 
@@ -169,9 +169,9 @@ def cluster_status(
         moving = f"{resharding.label}: {resharding.slots_remaining} slots to move{resharding.trouble}"
         reshard = (True, "MovingSlots", moving)
     conditions = [
-        _condition(old, "Ready", running, ready_reason, message, now=now),
-        _condition(old, "Degraded", degraded, degraded_reason, message, now=now),
-        _condition(old, "Resharding", reshard[0], reshard[1], reshard[2], now=now),
+        condition(old, "Ready", running, ready_reason, message, now=now),
+        condition(old, "Degraded", degraded, degraded_reason, message, now=now),
+        condition(old, "Resharding", reshard[0], reshard[1], reshard[2], now=now),
         *extra_conditions,
     ]
     return old.model_copy(

@@ -24,8 +24,9 @@ operator: kube-controller-manager then evicts and force-deletes the pods itself.
 from __future__ import annotations
 
 from examples.rediscluster.api import RedisCluster
-from examples.rediscluster.replication.observe import Observed, seconds_since
+from examples.rediscluster.replication.observe import Observed
 from examples.rediscluster.replication.prober import HealthProber
+from examples.rediscluster.shared.pods import seconds_since
 from pyctrl.client import Client, Preconditions
 from pyctrl.client.errors import Conflict, NotFound
 from pyctrl.client.gvk import GroupVersionKind

@@ -16,73 +16,24 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import datetime
 from dataclasses import dataclass, field
 
 from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.replication.topology import NodeObservation
+from examples.rediscluster.shared.pods import ordinal, pod_condition, pod_ready
 from examples.rediscluster.shared.redis_admin import (
     RedisAccess,
     RedisAdminError,
     RedisConnection,
     RedisUnavailable,
 )
-from examples.rediscluster.shared.resources import REDIS_CONTAINER, REDIS_PORT, ROLE_LABEL, selector_labels
+from examples.rediscluster.shared.resources import REDIS_PORT, ROLE_LABEL, selector_labels
 from pyctrl import TerminalError
 from pyctrl.client import Pod, Reader, Secret
 from pyctrl.client.errors import NotFound
 from pyctrl.recorder import EventRecorder
 
-__all__ = ["Observed", "not_ready_for", "observe", "ordinal", "pod_ready", "read_password", "seconds_since"]
-
-
-def ordinal(pod: Pod) -> int:
-    """The StatefulSet ordinal of ``pod`` (-1 for a name without one)."""
-    tail = pod.name.rsplit("-", 1)[-1]
-    return int(tail) if tail.isdigit() else -1
-
-
-def _condition(pod: Pod, type_: str) -> tuple[str | None, str | None, str | None]:
-    """(status, lastTransitionTime, message) of the pod's condition ``type_``."""
-    for c in (pod.status.conditions if pod.status else None) or []:
-        if c.type == type_:
-            return c.status, c.last_transition_time, c.message
-    return None, None, None
-
-
-def pod_ready(pod: Pod) -> tuple[bool, str | None]:
-    """(Ready, lastTransitionTime of the Ready condition)."""
-    status, since, _ = _condition(pod, "Ready")
-    return status == "True", since
-
-
-def not_ready_for(pod: Pod) -> float:
-    """Seconds ``pod`` has been NotReady since it was Ready in its current container run.
-
-    0 while it is Ready, and 0 while it has not been Ready yet since its Redis container (re)started:
-    a Redis that is starting — a master just chosen at bootstrap, a restarted one — is not a failing
-    one (the prober's PINGs say whether it answers). Counting from the pod's creation instead made
-    a freshly promoted master whose readiness probe had not passed yet look down for longer than
-    ``downAfterMilliseconds``, and fail over at once.
-    """
-    ready, since = pod_ready(pod)
-    statuses = (pod.status.container_statuses if pod.status else None) or []
-    running = next((c.state or {} for c in statuses if c.name == REDIS_CONTAINER), {}).get("running")
-    started = running.get("startedAt") if isinstance(running, dict) else None
-    if ready or not since or not started or _time(since) <= _time(started):
-        return 0.0
-    return seconds_since(since)
-
-
-def _time(rfc3339: str) -> datetime.datetime:
-    return datetime.datetime.fromisoformat(rfc3339.replace("Z", "+00:00"))
-
-
-def seconds_since(rfc3339: str | None) -> float:
-    """Seconds from an RFC 3339 time to now (0 for None or a time in the future)."""
-    if not rfc3339:
-        return 0.0
-    return max(0.0, (datetime.datetime.now(datetime.UTC) - _time(rfc3339)).total_seconds())
+__all__ = ["Observed", "observe", "read_password"]
 
 
 @dataclass
@@ -160,7 +111,7 @@ async def observe(client: Reader, cluster: RedisCluster, access: RedisAccess, io
 
     observed.nodes = list(await asyncio.gather(*(one(p) for p in pods.values())))
     for name, pod in sorted(pods.items()):
-        scheduled, _, message = _condition(pod, "PodScheduled")
+        scheduled, _, message = pod_condition(pod, "PodScheduled")
         if scheduled == "False":
             observed.unschedulable[name] = message or "not scheduled"
     return observed

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 
 from examples.rediscluster.api import RedisCluster, RedisClusterPhase, RedisClusterStatus
 from examples.rediscluster.replication.topology import NodeObservation, Role
+from examples.rediscluster.shared.conditions import condition
 from examples.rediscluster.shared.resources import selector
 from pyctrl.client.objects import Condition
 
@@ -40,21 +41,12 @@ def _ready_count(nodes: Sequence[NodeObservation], master: str | None) -> int:
     return ready
 
 
-def _condition(
-    old: RedisClusterStatus, type_: str, status: bool, reason: str, message: str, *, now: str
-) -> Condition:
-    value = "True" if status else "False"
-    prev = next((c for c in old.conditions if c.type == type_), None)
-    since = prev.last_transition_time if prev is not None and prev.status == value else now
-    return Condition(type=type_, status=value, reason=reason, message=message, last_transition_time=since)
-
-
 def _scheduled_condition(old: RedisClusterStatus, unschedulable: Mapping[str, str], *, now: str) -> Condition:
     if not unschedulable:
-        return _condition(old, "PodsScheduled", True, "AllPodsScheduled", "every pod is on a node", now=now)
+        return condition(old, "PodsScheduled", True, "AllPodsScheduled", "every pod is on a node", now=now)
     pending = "; ".join(f"{pod}: {why}" for pod, why in sorted(unschedulable.items()))
     message = f"{len(unschedulable)} pod(s) Pending, not schedulable: {pending}"
-    return _condition(old, "PodsScheduled", False, "Unschedulable", message, now=now)
+    return condition(old, "PodsScheduled", False, "Unschedulable", message, now=now)
 
 
 def observed_status(
@@ -93,8 +85,8 @@ def observed_status(
         message = f"{invalid_spec}; nothing of the spec was applied ({ready}/{desired} pods ready)"
         ready_reason = degraded_reason = "InvalidSpec"
     conditions = [
-        _condition(old, "Ready", running, ready_reason, message, now=now),
-        _condition(old, "Degraded", degraded, degraded_reason, message, now=now),
+        condition(old, "Ready", running, ready_reason, message, now=now),
+        condition(old, "Degraded", degraded, degraded_reason, message, now=now),
         _scheduled_condition(old, unschedulable or {}, now=now),
         *extra_conditions,
     ]

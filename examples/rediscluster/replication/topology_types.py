@@ -6,9 +6,10 @@ that use them are in :mod:`examples.rediscluster.replication.topology`, which re
 
 from __future__ import annotations
 
-import enum
 import math
 from dataclasses import dataclass
+
+from examples.rediscluster.shared.facts import NULL_REPLID, RedisFacts, Role
 
 __all__ = [
     "NULL_REPLID",
@@ -29,40 +30,6 @@ __all__ = [
     "Switchover",
     "Wait",
 ]
-
-NULL_REPLID = "0" * 40
-
-
-class Role(enum.StrEnum):
-    MASTER = "master"
-    REPLICA = "replica"
-
-
-@dataclass(frozen=True, slots=True)
-class RedisFacts:
-    """What one Redis answered (INFO replication/server/persistence/keyspace)."""
-
-    role: Role
-    run_id: str
-    master_replid: str
-    master_replid2: str = NULL_REPLID
-    master_repl_offset: int = 0
-    slave_repl_offset: int | None = None  # processed offset; replicas only
-    master_host: str | None = None
-    master_port: int | None = None
-    master_link_up: bool = False
-    master_link_down_since_seconds: float | None = None  # math.inf: never connected
-    replica_priority: int = 100
-    connected_replicas: int = 0
-    keys: int = 0
-    loading: bool = False
-    uptime_seconds: int = 0
-    failover_state: str = "no-failover"
-    online_replicas: frozenset[tuple[str, int]] = frozenset()  # (ip, port) the master lists online
-
-    @property
-    def offset(self) -> int:
-        return self.slave_repl_offset if self.slave_repl_offset is not None else self.master_repl_offset
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from examples.rediscluster.api import RedisCluster, RedisClusterStatus
-from examples.rediscluster.replication.status import _condition as condition
+from examples.rediscluster.shared.conditions import condition
 from examples.rediscluster.shared.resources import parse_quantity, selector_labels
 from pyctrl.client import Client, Reader, StatefulSet
 from pyctrl.client.errors import Forbidden, Invalid, NotFound

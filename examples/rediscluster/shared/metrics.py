@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable
+from typing import Protocol
 
 from prometheus_client import Counter, Gauge, Histogram
 
 from examples.rediscluster.api import RedisClusterPhase, RedisClusterStatus
-from examples.rediscluster.replication.topology_types import NodeObservation, Role
+from examples.rediscluster.shared.facts import RedisFacts, Role
 from pyctrl.metrics import registry
 
 __all__ = [
@@ -95,7 +96,14 @@ def observe_status(namespace: str, name: str, desired: int, status: RedisCluster
     master_epoch.labels(namespace, name).set(status.master_epoch)
 
 
-def observe_nodes(namespace: str, name: str, nodes: Iterable[NodeObservation]) -> None:
+class _Answered(Protocol):
+    """A pod as the metrics see it: what its Redis answered (None: no valid reply)."""
+
+    @property
+    def redis(self) -> RedisFacts | None: ...
+
+
+def observe_nodes(namespace: str, name: str, nodes: Iterable[_Answered]) -> None:
     """Masters and broken replication links among the pods that answered ``INFO``."""
     answered = [n.redis for n in nodes if n.redis is not None]
     masters.labels(namespace, name).set(sum(r.role is Role.MASTER for r in answered))

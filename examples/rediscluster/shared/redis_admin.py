@@ -47,7 +47,7 @@ import redis.exceptions as rexc
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from examples.rediscluster.replication.topology import NULL_REPLID, RedisFacts, Role
+from examples.rediscluster.shared.facts import NULL_REPLID, RedisFacts, Role
 from examples.rediscluster.shared.security.tls import client_tls_context
 
 __all__ = [

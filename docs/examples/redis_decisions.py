@@ -14,16 +14,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: examples.rediscluster
 
-from examples.rediscluster.replication.topology import (
+from examples.rediscluster.replication.topology import plan, scale_down_victims, switchover
+from examples.rediscluster.replication.topology_types import (
     ClusterState,
     NodeObservation,
     Plan,
     Policy,
     RedisFacts,
     Role,
-    plan,
-    scale_down_victims,
-    switchover,
 )
 
 LINEAGE = "a" * 40  # the master_replid every node of one replication history shares

@@ -10,7 +10,7 @@ import dataclasses
 import math
 from collections.abc import Iterable
 
-from examples.rediscluster.replication.topology import (
+from examples.rediscluster.replication.topology_types import (
     ClusterState,
     Demote,
     NodeObservation,

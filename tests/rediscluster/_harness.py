@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from examples.rediscluster.replication.topology import (
+from examples.rediscluster.replication.topology_types import (
     ClusterState,
     Demote,
     NodeObservation,

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from examples.rediscluster.cluster.nodes import NodeFacts, PeerView, parse_cluster_nodes
-from examples.rediscluster.cluster.plan import (
+from examples.rediscluster.cluster.plan import plan
+from examples.rediscluster.cluster.plan_types import (
     AddSlots,
     Forget,
     Meet,
@@ -22,7 +23,6 @@ from examples.rediscluster.cluster.plan import (
     SetLabels,
     Takeover,
     Wait,
-    plan,
 )
 from examples.rediscluster.cluster.slots import SLOTS, even_counts, even_layout, format_ranges, rebalance
 

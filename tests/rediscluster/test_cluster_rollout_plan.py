@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from examples.rediscluster.cluster.nodes import PeerView
-from examples.rediscluster.cluster.plan import Member
+from examples.rediscluster.cluster.plan_types import Member
 from examples.rediscluster.cluster.rollout import ShardFailover, decide
 from examples.rediscluster.shared.rollout import MAX_LAG_BYTES, Restart
 from tests.rediscluster.test_cluster_plan import World

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from examples.rediscluster.replication.execute import stages
-from examples.rediscluster.replication.topology import (
+from examples.rediscluster.replication.topology_types import (
     Demote,
     Promote,
     RecordMaster,

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 
 from examples.rediscluster.api import RedisClusterSpec
 from examples.rediscluster.replication.prober import ClusterKey, HealthProber
-from examples.rediscluster.replication.topology import (
+from examples.rediscluster.replication.topology import plan, scale_down_victims, switchover
+from examples.rediscluster.replication.topology_types import (
     ClusterState,
     Demote,
     Plan,
@@ -23,9 +24,6 @@ from examples.rediscluster.replication.topology import (
     SetLabel,
     Switchover,
     Wait,
-    plan,
-    scale_down_victims,
-    switchover,
 )
 from examples.rediscluster.shared.resources import redis_conf
 from pyctrl.testing import eventually

@@ -11,7 +11,7 @@ from redis.crc import key_slot
 
 from examples.rediscluster.cluster.mover import Endpoint, Job, SlotMover, Transfer, outdated
 from examples.rediscluster.cluster.nodes import NodeFacts, PeerView, parse_cluster_nodes
-from examples.rediscluster.cluster.plan import Member
+from examples.rediscluster.cluster.plan_types import Member
 from examples.rediscluster.shared.redis_admin import RedisAccess
 from pyctrl.envtest import poll_until
 from pyctrl.testing import eventually

@@ -13,7 +13,7 @@ import pytest
 import redis.asyncio as aioredis
 import redis.exceptions
 
-from examples.rediscluster.replication.topology import Role
+from examples.rediscluster.replication.topology_types import Role
 from examples.rediscluster.shared import redis_admin
 from examples.rediscluster.shared.redis_admin import RedisCommandError, RedisConnection, RedisUnavailable
 from examples.rediscluster.shared.security.users import OPERATOR_RULES, OPERATOR_USER

@@ -6,7 +6,13 @@ from __future__ import annotations
 import dataclasses
 
 from examples.rediscluster.replication.rollout import decide
-from examples.rediscluster.replication.topology import ClusterState, Plan, Policy, RecordMaster, Switchover
+from examples.rediscluster.replication.topology_types import (
+    ClusterState,
+    Plan,
+    Policy,
+    RecordMaster,
+    Switchover,
+)
 from examples.rediscluster.shared.rollout import MAX_LAG_BYTES, Restart
 from tests.rediscluster._builders import gone, healthy, master, pod, replica
 

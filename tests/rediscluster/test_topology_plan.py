@@ -6,7 +6,8 @@ import dataclasses
 
 import pytest
 
-from examples.rediscluster.replication.topology import (
+from examples.rediscluster.replication.topology import is_empty_restart, plan
+from examples.rediscluster.replication.topology_types import (
     ClusterState,
     Demote,
     NodeObservation,
@@ -19,8 +20,6 @@ from examples.rediscluster.replication.topology import (
     SetLabel,
     Switchover,
     Wait,
-    is_empty_restart,
-    plan,
 )
 from tests.rediscluster._builders import (
     OTHER_REPLID,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from examples.rediscluster.replication.topology import (
+from examples.rediscluster.replication.topology import is_empty_restart, plan
+from examples.rediscluster.replication.topology_types import (
     ClusterState,
     Demote,
     NodeObservation,
@@ -17,8 +18,6 @@ from examples.rediscluster.replication.topology import (
     Role,
     Switchover,
     Wait,
-    is_empty_restart,
-    plan,
 )
 from tests.rediscluster._builders import OTHER_REPLID, REPLID, gone, master, replica, simulate
 

@@ -8,6 +8,12 @@ import math
 import pytest
 
 from examples.rediscluster.replication.topology import (
+    choose_failover_candidate,
+    evacuate,
+    scale_down_victims,
+    switchover,
+)
+from examples.rediscluster.replication.topology_types import (
     ClusterState,
     DownDetector,
     NodeObservation,
@@ -20,10 +26,6 @@ from examples.rediscluster.replication.topology import (
     SetLabel,
     Switchover,
     Wait,
-    choose_failover_candidate,
-    evacuate,
-    scale_down_victims,
-    switchover,
 )
 from tests.rediscluster._builders import OTHER_REPLID, gone, healthy, master, replica
 

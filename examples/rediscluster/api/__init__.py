@@ -12,60 +12,8 @@ RedisCluster, RedisBackup``.
 
 from __future__ import annotations
 
-from examples.rediscluster.api.backup import (
-    BackupDestination,
-    BackupPhase,
-    BackupSchedule,
-    PvcDestination,
-    RedisBackup,
-    RedisBackupSpec,
-    RedisBackupStatus,
-    RestoreSource,
-    S3Credentials,
-    S3Destination,
-    SecretRef,
-    ShardBackup,
-)
-from examples.rediscluster.api.rediscluster import (
-    DEFAULT_IMAGE,
-    ClusterMode,
-    NodeLoss,
-    RedisAuth,
-    RedisCluster,
-    RedisClusterPhase,
-    RedisClusterSpec,
-    RedisClusterStatus,
-    RedisUser,
-    ResourceRequirements,
-    SecretKeySelector,
-    ShardStatus,
-    TlsConfig,
-)
+from examples.rediscluster.api import backup, rediscluster
+from examples.rediscluster.api.backup import *  # noqa: F403 (the public types of RedisBackup)
+from examples.rediscluster.api.rediscluster import *  # noqa: F403 (the public types of RedisCluster)
 
-__all__ = [
-    "DEFAULT_IMAGE",
-    "BackupDestination",
-    "BackupPhase",
-    "BackupSchedule",
-    "ClusterMode",
-    "NodeLoss",
-    "PvcDestination",
-    "RedisAuth",
-    "RedisBackup",
-    "RedisBackupSpec",
-    "RedisBackupStatus",
-    "RedisCluster",
-    "RedisClusterPhase",
-    "RedisClusterSpec",
-    "RedisClusterStatus",
-    "RedisUser",
-    "ResourceRequirements",
-    "RestoreSource",
-    "S3Credentials",
-    "S3Destination",
-    "SecretKeySelector",
-    "SecretRef",
-    "ShardBackup",
-    "ShardStatus",
-    "TlsConfig",
-]
+__all__ = rediscluster.__all__ + backup.__all__

@@ -1,4 +1,4 @@
-"""Cluster-mode metrics, beside ``metrics.py``'s on the manager's ``/metrics`` (labels namespace, name).
+"""Cluster-mode metrics, beside ``shared.metrics``' on the manager's ``/metrics`` (labels namespace, name).
 
 - ``rediscluster_slots_ok`` / ``rediscluster_slots_assigned`` — from CLUSTER NODES (alert on
   ``rediscluster_slots_ok < 16384``);
@@ -12,40 +12,18 @@ Set from the status each reconcile computes (only the leader reports) and remove
 
 from __future__ import annotations
 
-import contextlib
-
-from prometheus_client import Counter, Gauge
-
 from examples.rediscluster.api import RedisClusterStatus
-from pyctrl.metrics import registry
+from examples.rediscluster.shared.metrics import counter, gauge, remove
 
 __all__ = ["forget", "observe_failover", "observe_migration", "observe_status"]
 
-_LABELS = ("namespace", "name")
-
-slots_ok = Gauge(
-    "rediscluster_slots_ok", "Slots served by a master that is not failing.", _LABELS, registry=registry
-)
-slots_assigned = Gauge(
-    "rediscluster_slots_assigned", "Slots assigned to a master.", _LABELS, registry=registry
-)
-slots_to_move = Gauge(
-    "rediscluster_slots_to_move",
-    "Slots the running resharding still has to move.",
-    _LABELS,
-    registry=registry,
-)
-keys_migrated = Counter(
-    "rediscluster_keys_migrated_total", "Keys moved by MIGRATE.", _LABELS, registry=registry
-)
-migrate_errors = Counter(
-    "rediscluster_migrate_errors_total", "Failed (retried) slot migration steps.", _LABELS, registry=registry
-)
-shard_failovers = Counter(
-    "rediscluster_shard_failovers_total",
-    "A shard's slots taken over by another of its pods.",
-    (*_LABELS, "shard"),
-    registry=registry,
+slots_ok = gauge("rediscluster_slots_ok", "Slots served by a master that is not failing.")
+slots_assigned = gauge("rediscluster_slots_assigned", "Slots assigned to a master.")
+slots_to_move = gauge("rediscluster_slots_to_move", "Slots the running resharding still has to move.")
+keys_migrated = counter("rediscluster_keys_migrated_total", "Keys moved by MIGRATE.")
+migrate_errors = counter("rediscluster_migrate_errors_total", "Failed (retried) slot migration steps.")
+shard_failovers = counter(
+    "rediscluster_shard_failovers_total", "A shard's slots taken over by another of its pods.", "shard"
 )
 
 
@@ -68,8 +46,6 @@ def observe_failover(namespace: str, name: str, shard: int) -> None:
 
 def forget(namespace: str, name: str, shards: int) -> None:
     for metric in (slots_ok, slots_assigned, slots_to_move, keys_migrated, migrate_errors):
-        with contextlib.suppress(KeyError):
-            metric.remove(namespace, name)
+        remove(metric, namespace, name)
     for shard in range(shards):
-        with contextlib.suppress(KeyError):
-            shard_failovers.remove(namespace, name, str(shard))
+        remove(shard_failovers, namespace, name, str(shard))

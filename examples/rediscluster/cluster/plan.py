@@ -49,7 +49,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from examples.rediscluster.cluster.plan_types import (
-    SHARD_LABEL,
     Action,
     AddSlots,
     Forget,
@@ -65,22 +64,7 @@ from examples.rediscluster.cluster.plan_types import (
 )
 from examples.rediscluster.cluster.slots import SLOTS, even_layout, pods_for, rebalance, shard_of
 
-__all__ = [
-    "SHARD_LABEL",
-    "Action",
-    "AddSlots",
-    "Forget",
-    "Meet",
-    "Member",
-    "MoveSlots",
-    "Plan",
-    "Replicate",
-    "Reset",
-    "SetLabels",
-    "Takeover",
-    "Wait",
-    "plan",
-]
+__all__ = ["plan"]
 
 
 @dataclass

@@ -1,49 +1,45 @@
-"""The reconcile of a ``mode: cluster`` RedisCluster: Kubernetes plumbing around ``cluster.plan``.
+"""The engine of a ``mode: cluster`` RedisCluster: Kubernetes plumbing around ``cluster.plan``.
 
-Called by ``controller.RedisClusterReconciler`` (after fetching, deletion and the finalizer) for a
-cluster whose ``spec.mode`` is ``cluster``. One reconcile, level-triggered (a converged cluster
-costs reads only, no write):
+Called by ``controller.RedisClusterReconciler`` after fetching, deletion, the finalizer and the
+security material; the shape of ``engine.Engine``, like ``replication.reconciler`` (level-triggered:
+a converged cluster costs reads only, no write):
 
-1. the children (``cluster.resources``), unless the spec cannot be run (``InvalidSpec``: nothing
-   applied, an Event and the Ready condition say why; the topology work below goes on) or a
-   ``restoreFrom`` has no backup to seed from yet (``backup.restore``: condition Restored; the
-   shards' first pods get the restore init container, and slots without keys go back to the
-   shard that held them in the backup);
-2. observe every pod: Kubernetes facts from the cache, ``CLUSTER NODES``/``INFO`` with a short
-   timeout (``cluster.admin``), every connection (and the mover's) as ``RedisAccess`` says: over
-   TLS verified against ``ca.crt`` with ``spec.tls``, as ``pyctrl-operator`` with ``spec.users``;
-   with ``spec.users`` the ACL Secret is written (rules checked on a node first) before the
-   children, and a refused TLS Secret or user is ``InvalidSpec`` like a bad spec (:class:`Security`,
-   the controller's replication-mode steps);
-3. ``cluster.plan`` and its actions in order (labels, MEET, ADDSLOTSRANGE, REPLICATE, FORGET);
-   the first failing action ends the sequence and the reconcile requeues. Slot moves go to the
-   background ``SlotMover`` (one job per cluster; a shards change while one runs waits for it,
-   reported in the Resharding condition, as are failing migration steps, with a
-   ``SlotMigrationFailed`` Warning Event; a job that a failover or restart overtook,
-   ``mover.outdated``, is cancelled with a ``ReshardingInterrupted`` Warning and planned again);
-4. once the plan is converged, nothing else was done and no slot moves, ``cluster.rollout`` takes
-   the next step of a template change's rollout (one pod restart or one planned ``CLUSTER
-   FAILOVER``, one shard at a time); its revisions and ``Progressing`` condition go to the status;
-5. when nothing else was done: certificates re-read (``CONFIG SET tls-cert-file ...``) and the ACL
-   file loaded (``ACL LOAD``) on every node that lags, as in replication mode;
-6. status (``cluster.status``) written only when it changed; Events when a shard's master changed
-   (``FailoverCompleted``) and when a resharding starts or ends; requeue after 10 s when
-   converged (Redis Cluster fails shards over by itself: the periodic look keeps labels and
-   status following the real roles), 1 s while work is under way.
+1. :meth:`~ClusterModeReconciler.observe`: every pod — Kubernetes facts from the cache,
+   ``CLUSTER NODES``/``INFO`` with a short timeout (``cluster.admin``), every connection (and the
+   mover's) as the security step's ``RedisAccess`` says (TLS verified against ``ca.crt`` with
+   ``spec.tls``, as ``pyctrl-operator`` with ``spec.users``);
+2. :meth:`~ClusterModeReconciler.plan` (pure): ``cluster.plan``; slots without keys go back to the
+   shard that held them (in the status, or in the backup a ``restoreFrom`` seeds from);
+3. :meth:`~ClusterModeReconciler.children`: ``cluster.resources`` for the plan's StatefulSet size;
+4. :meth:`~ClusterModeReconciler.execute`: the plan's actions in order (labels, MEET,
+   ADDSLOTSRANGE, REPLICATE, FORGET); the first failing action ends the sequence and the reconcile
+   requeues. Slot moves go to the background ``SlotMover`` (one job per cluster; a shards change
+   while one runs waits for it, reported in the Resharding condition, as are failing migration
+   steps, with a ``SlotMigrationFailed`` Warning Event; a job that a failover or restart
+   overtook, ``mover.outdated``, is cancelled with a ``ReshardingInterrupted`` Warning and planned
+   again). Once the plan is converged, nothing else was done and no slot moves,
+   ``cluster.rollout`` takes the next step of a template change's rollout (one pod restart or one
+   planned ``CLUSTER FAILOVER``, one shard at a time);
+5. :meth:`~ClusterModeReconciler.status`: ``cluster.status`` written only when it changed; Events
+   when a shard's master changed (``FailoverCompleted``) and when a resharding starts or ends;
+   requeue after 10 s when converged (Redis Cluster fails shards over by itself: the periodic look
+   keeps labels and status following the real roles), 1 s while work is under way.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Any
 
-from examples.rediscluster.api import RedisCluster, RedisClusterStatus
-from examples.rediscluster.backup.restore import RestoreState, restore_state
+from examples.rediscluster.api import RedisCluster, RedisClusterPhase, RedisClusterStatus
+from examples.rediscluster.backup.restore import RestoreState
 from examples.rediscluster.cluster import admin
 from examples.rediscluster.cluster import metrics as cluster_metrics
 from examples.rediscluster.cluster.mover import Endpoint, Job, SlotMover, Transfer, outdated
-from examples.rediscluster.cluster.plan import (
+from examples.rediscluster.cluster.plan import plan
+from examples.rediscluster.cluster.plan_types import (
     SHARD_LABEL,
     AddSlots,
     Forget,
@@ -56,7 +52,6 @@ from examples.rediscluster.cluster.plan import (
     SetLabels,
     Takeover,
     Wait,
-    plan,
 )
 from examples.rediscluster.cluster.resources import cluster_children
 from examples.rediscluster.cluster.rollout import ClusterRollout
@@ -64,40 +59,54 @@ from examples.rediscluster.cluster.slots import parse_ranges
 from examples.rediscluster.cluster.status import Resharding, cluster_status
 from examples.rediscluster.shared import metrics as base_metrics
 from examples.rediscluster.shared import redis_admin
-from examples.rediscluster.shared.children import ensure
 from examples.rediscluster.shared.pods import ordinal, pod_ready
 from examples.rediscluster.shared.redis_admin import RedisAccess, RedisConnection
-from examples.rediscluster.shared.resources import REDIS_PORT, ROLE_LABEL, InvalidSpec, selector_labels
-from examples.rediscluster.shared.rollout import RolloutDecision, progressing_condition
+from examples.rediscluster.shared.resources import REDIS_PORT, ROLE_LABEL, selector_labels
+from examples.rediscluster.shared.rollout import RolloutDecision, progressing_condition, with_revisions
+from examples.rediscluster.shared.status import write_status
 from pyctrl import Result
 from pyctrl.client import Client, Pod
-from pyctrl.client.objects import Condition
-from pyctrl.client.patch import MergeFrom, PatchType, RawPatch
-from pyctrl.controllerutil import set_controller_reference
+from pyctrl.client.patch import PatchType, RawPatch
 from pyctrl.log import get_logger
 from pyctrl.recorder import EventRecorder
 
-__all__ = ["ClusterModeReconciler", "Security"]
+__all__ = ["ClusterModeReconciler", "Done", "Members"]
 
 STEADY_REQUEUE = 10.0
 ACTING_REQUEUE = 1.0
 log = get_logger("rediscluster.cluster")
 
 
-class Security(Protocol):
-    """TLS and ACL users of one reconcile, carried out as in replication mode (the controller's)."""
+@dataclass
+class Members:
+    """What one reconcile observed: the pods and what each node says (``CLUSTER NODES``, ``INFO``)."""
 
-    #: why the TLS Secret is refused (nothing is applied then), if it is
-    tls_invalid: str | None
+    pods: dict[str, Pod]
+    members: list[Member]
+    access: RedisAccess
+    io_timeout: float
 
-    async def write_users(self, cluster: RedisCluster, checker: RedisConnection | None) -> str | None:
-        """Write the ACL Secret once ``checker`` (a node that answers) accepted the rules; the
-        refusal naming the field, if any."""
-        ...
+    def answering(self) -> dict[str, RedisConnection]:
+        return {
+            m.pod: self.access.at(m.ip, m.port, self.io_timeout)
+            for m in self.members
+            if m.ip and m.facts is not None
+        }
 
-    async def reload(self, cluster: RedisCluster, answering: Mapping[str, RedisConnection]) -> bool:
-        """Certificates re-read and the ACL file loaded where not yet; True while some pod lags."""
-        ...
+    def checker(self) -> RedisConnection | None:
+        """A node that answers, where Redis checks ACL rules first."""
+        return next(iter(self.answering().values()), None)
+
+
+@dataclass
+class Done:
+    """What :meth:`ClusterModeReconciler.execute` did."""
+
+    cluster: RedisCluster
+    acted: bool
+    converged: bool
+    resharding: Resharding | None
+    rollout: RolloutDecision
 
 
 class ClusterModeReconciler:
@@ -110,10 +119,8 @@ class ClusterModeReconciler:
         mover: SlotMover,
         *,
         io_timeout: float = redis_admin.DEFAULT_IO_TIMEOUT,
-        backup_image: str,
     ) -> None:
         self.client = client
-        self.backup_image = backup_image
         self.recorder = recorder
         self.mover = mover
         self.io_timeout = io_timeout
@@ -129,67 +136,61 @@ class ClusterModeReconciler:
         self.rollout.forget(namespace, name)
         cluster_metrics.forget(namespace, name, 100)
 
-    async def reconcile(
-        self, cluster: RedisCluster, access: RedisAccess, now: str, security: Security
-    ) -> Result:
-        """``access``: how the operator reaches every node (its ACL user with ``spec.users``, the CA
-        with ``spec.tls``); ``security`` keeps the users and certificates (see :class:`Security`)."""
+    async def observe(self, cluster: RedisCluster, access: RedisAccess) -> Members:
         pods, members = await self._observe(cluster, access)
-        answering = {
-            m.pod: access.at(m.ip, m.port, self.io_timeout) for m in members if m.ip and m.facts is not None
-        }
-        restore = await restore_state(
-            self.client, self.recorder, cluster, pods, image=self.backup_image, now=now
-        )
-        the_plan = plan(
-            members,
-            cluster.spec.shards,
-            cluster.spec.replicas_per_shard,
-            recorded=_homes(cluster, restore.slot_homes),
-        )
-        users_invalid = await security.write_users(cluster, next(iter(answering.values()), None))
-        invalid = (
-            security.tls_invalid
-            or users_invalid
-            or await self._ensure_children(cluster, the_plan.statefulset_replicas, restore)
-        )
-        acted = await self._execute(cluster, pods, members, the_plan, access)
-        resharding = self._resharding(cluster, members, the_plan, access)
-        converged = the_plan.converged and resharding is None
+        return Members(pods, members, access, self.io_timeout)
+
+    def plan(self, cluster: RedisCluster, look: Members, restore: RestoreState) -> Plan:
+        replicas = cluster.spec.replicas_per_shard
+        return plan(look.members, cluster.spec.shards, replicas, recorded=_homes(cluster, restore.slot_homes))
+
+    async def children(self, cluster: RedisCluster, look: Members, plan: Plan) -> list[dict[str, Any]]:
+        return cluster_children(cluster, plan.statefulset_replicas)
+
+    async def execute(
+        self, cluster: RedisCluster, look: Members, plan: Plan, *, invalid: str | None, restore: RestoreState
+    ) -> Done:
+        acted = await self._execute(cluster, look.pods, look.members, plan, look.access)
+        resharding = self._resharding(cluster, look.members, plan, look.access)
+        converged = plan.converged and resharding is None
         idle = converged and not acted and invalid is None and restore.blocked is None
         rollout = await self.rollout.step_cluster(
-            cluster, pods, members, access, idle=idle, io_timeout=self.io_timeout
+            cluster, look.pods, look.members, look.access, idle=idle, io_timeout=self.io_timeout
         )
-        acted = acted or rollout.step is not None
-        reloading = not acted and await security.reload(cluster, answering)
-        settled = await self._update_status(
-            cluster,
-            members=members,
-            converged=converged,
-            resharding=resharding,
-            invalid=invalid,
-            now=now,
-            restored=restore.condition,
-            rollout=rollout,
-        )
-        settled = settled and not rollout.in_progress and not reloading
-        return Result(requeue_after=STEADY_REQUEUE if settled and not acted else ACTING_REQUEUE)
+        return Done(cluster, acted or rollout.step is not None, converged, resharding, rollout)
 
-    async def _ensure_children(
-        self, cluster: RedisCluster, replicas: int, restore: RestoreState
-    ) -> str | None:
-        try:
-            children = cluster_children(cluster, replicas)
-        except InvalidSpec as exc:
-            self.recorder.event(cluster, "Warning", "InvalidSpec", str(exc))
-            return str(exc)
-        if restore.blocked is not None:
-            return None  # no pod may start before there is a backup to seed it (condition Restored)
-        restore.apply(children)
-        for child in children:
-            set_controller_reference(cluster, child)
-            await ensure(self.client, child)
-        return None
+    async def status(
+        self,
+        look: Members,
+        plan: Plan,
+        done: Done,
+        *,
+        invalid: str | None,
+        restore: RestoreState,
+        reloading: bool,
+        now: str,
+    ) -> Result:
+        cluster, rollout = done.cluster, done.rollout
+        progressing = progressing_condition(cluster, rollout, now)
+        new = with_revisions(
+            cluster_status(
+                cluster,
+                look.members,
+                done.converged,
+                now,
+                resharding=done.resharding,
+                invalid_spec=invalid,
+                extra_conditions=[c for c in (restore.condition, progressing) if c is not None],
+            ),
+            rollout,
+        )
+        self._announce_failovers(cluster, cluster.status or RedisClusterStatus(), new)
+        cluster_metrics.observe_status(cluster.namespace, cluster.name, new)
+        pods = cluster.spec.shards * (1 + cluster.spec.replicas_per_shard)
+        base_metrics.observe_status(cluster.namespace, cluster.name, pods, new)
+        await write_status(self.client, cluster, new)
+        settled = new.phase is RedisClusterPhase.RUNNING and not rollout.in_progress and not reloading
+        return Result(requeue_after=STEADY_REQUEUE if settled and not done.acted else ACTING_REQUEUE)
 
     async def _observe(
         self, cluster: RedisCluster, access: RedisAccess
@@ -349,45 +350,6 @@ class ClusterModeReconciler:
         moves = ", ".join(f"{len(mv.slots)} {mv.source} -> {mv.target}" for mv in the_plan.moves)
         self.recorder.event(cluster, "Normal", "ReshardingStarted", f"{job.label}: moving slots {moves}")
         return Resharding(job.label, sum(len(t.slots) for t in transfers))
-
-    async def _update_status(
-        self,
-        cluster: RedisCluster,
-        *,
-        members: list[Member],
-        converged: bool,
-        resharding: Resharding | None,
-        invalid: str | None,
-        now: str,
-        restored: Condition | None,
-        rollout: RolloutDecision,
-    ) -> bool:
-        """Write the status when it changed; True when the cluster is Running."""
-        old = cluster.status or RedisClusterStatus()
-        progressing = progressing_condition(cluster, rollout, now)
-        new = cluster_status(
-            cluster,
-            members,
-            converged,
-            now,
-            resharding=resharding,
-            invalid_spec=invalid,
-            extra_conditions=[c for c in (restored, progressing) if c is not None],
-        ).model_copy(
-            update={"current_revision": rollout.current_revision, "update_revision": rollout.update_revision}
-        )
-        self._announce_failovers(cluster, old, new)
-        cluster_metrics.observe_status(cluster.namespace, cluster.name, new)
-        pods = cluster.spec.shards * (1 + cluster.spec.replicas_per_shard)
-        base_metrics.observe_status(cluster.namespace, cluster.name, pods, new)
-        running = new.phase.value == "Running"
-        if new.model_dump(exclude={"last_sync_timestamp"}) == old.model_dump(exclude={"last_sync_timestamp"}):
-            return running
-        new.last_sync_timestamp = now
-        before = cluster.model_copy(deep=True)
-        cluster.status = new
-        await self.client.status().patch(cluster, MergeFrom(before, optimistic_lock=True))
-        return running
 
     def _announce_failovers(
         self, cluster: RedisCluster, old: RedisClusterStatus, new: RedisClusterStatus

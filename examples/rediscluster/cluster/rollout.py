@@ -42,7 +42,7 @@ from dataclasses import dataclass, replace
 
 from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.cluster import admin
-from examples.rediscluster.cluster.plan import Member
+from examples.rediscluster.cluster.plan_types import Member
 from examples.rediscluster.cluster.slots import pods_for, shard_of
 from examples.rediscluster.shared.redis_admin import RedisAccess, RedisAdminError
 from examples.rediscluster.shared.rollout import (
@@ -50,10 +50,9 @@ from examples.rediscluster.shared.rollout import (
     PodRollout,
     Restart,
     RolloutDecision,
-    held,
     known_revisions,
+    opening,
     revisions_of,
-    started,
 )
 from pyctrl.client import Pod
 from pyctrl.log import get_logger
@@ -148,15 +147,16 @@ def decide(
     previous_current: str | None = None,
 ) -> RolloutDecision:
     """The next rollout step (module docstring); ``revisions``: pod -> its revision label."""
-    if update_revision is None:
-        return RolloutDecision(previous_current, None)
-    decision = started(revisions, update_revision, previous_current)
+    decision = opening(
+        revisions,
+        update_revision,
+        previous_current,
+        lambda: unsettled(members, shards, replicas_per_shard),
+        lambda key: update_revision is not None and _catching_up(key, revisions, update_revision),
+    )
     outdated = decision.outdated
-    if not outdated:
+    if not outdated or decision.paused or decision.waiting:
         return decision
-    why = unsettled(members, shards, replicas_per_shard)
-    if why:
-        return held(decision, why, lambda key: _catching_up(key, revisions, update_revision))
     groups = _shards(members, replicas_per_shard)
     index = min(i for i, pods in groups.items() if any(m.pod in outdated for m in pods))
     pods = groups[index]

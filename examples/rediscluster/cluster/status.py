@@ -21,10 +21,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from examples.rediscluster.api import RedisCluster, RedisClusterPhase, RedisClusterStatus, ShardStatus
-from examples.rediscluster.cluster.plan import Member
+from examples.rediscluster.cluster.plan_types import Member
 from examples.rediscluster.cluster.slots import SLOTS, format_ranges, shard_of
-from examples.rediscluster.shared.conditions import condition
-from examples.rediscluster.shared.resources import selector
+from examples.rediscluster.shared.status import condition, reported
 from pyctrl.client.objects import Condition
 
 __all__ = ["Resharding", "cluster_status", "shard_statuses"]
@@ -150,13 +149,6 @@ def cluster_status(
         phase = RedisClusterPhase.DEGRADED
     desired = spec.shards * (1 + spec.replicas_per_shard)
     message = f"{ready}/{desired} pods ready; {ok}/{SLOTS} slots ok; cluster_state {state or 'unknown'}"
-    running = phase is RedisClusterPhase.RUNNING
-    degraded = phase is RedisClusterPhase.DEGRADED
-    ready_reason = "ClusterReady" if running else phase.value
-    degraded_reason = "ShardsNotReady" if degraded else "AsExpected"
-    if invalid_spec is not None:
-        message = f"{invalid_spec}; nothing of the spec was applied ({message})"
-        ready_reason = degraded_reason = "InvalidSpec"
     if resharding is None:
         reshard = (False, "Balanced", f"{spec.shards} shards of {SLOTS // spec.shards}±1 slots")
     elif resharding.waiting_change:
@@ -168,24 +160,20 @@ def cluster_status(
     else:
         moving = f"{resharding.label}: {resharding.slots_remaining} slots to move{resharding.trouble}"
         reshard = (True, "MovingSlots", moving)
-    conditions = [
-        condition(old, "Ready", running, ready_reason, message, now=now),
-        condition(old, "Degraded", degraded, degraded_reason, message, now=now),
-        condition(old, "Resharding", reshard[0], reshard[1], reshard[2], now=now),
-        *extra_conditions,
-    ]
-    return old.model_copy(
-        update={
-            "phase": phase,
-            "ready_replicas": ready,
-            "observed_generation": cluster.metadata.generation,
-            "conditions": conditions,
-            "selector": selector(cluster),
-            "shards": shards,
-            "cluster_state": state,
-            "slots_assigned": assigned,
-            "slots_ok": ok,
-            "slots_to_move": resharding.slots_remaining if resharding else 0,
-            "resharding": resharding.label if resharding else None,
-        }
+    return reported(
+        cluster,
+        phase,
+        ready=ready,
+        message=message,
+        reasons=("ClusterReady", "ShardsNotReady"),
+        invalid_spec=invalid_spec,
+        invalid_detail=message,
+        conditions=[condition(old, "Resharding", *reshard, now=now), *extra_conditions],
+        now=now,
+        shards=shards,
+        cluster_state=state,
+        slots_assigned=assigned,
+        slots_ok=ok,
+        slots_to_move=resharding.slots_remaining if resharding else 0,
+        resharding=resharding.label if resharding else None,
     )

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from examples.rediscluster.api import RedisCluster, RedisClusterPhase, RedisClusterStatus
 from examples.rediscluster.replication.observe import Observed
-from examples.rediscluster.replication.topology import (
+from examples.rediscluster.replication.topology_types import (
     Action,
     Demote,
     Plan,

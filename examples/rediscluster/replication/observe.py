@@ -1,8 +1,5 @@
 """What one reconcile observes of a RedisCluster: its pods (from the cache) and what each Redis says.
 
-- :func:`read_password` reads the password Secret through the API reader (Secrets are not
-  cached); a missing Secret or key is an Event ``SecretMissing`` and an error (a missing key is
-  terminal: only an edit of the Secret or the spec fixes it). The value is never logged.
 - :func:`observe` lists the cluster's pods (pods with an ordinal only), asks every pod with an IP
   ``INFO`` through a :class:`~examples.rediscluster.shared.redis_admin.RedisConnection` with the
   reconciler's I/O timeout (an unreachable Redis is observed as ``redis=None``, never an error),
@@ -15,11 +12,10 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 from dataclasses import dataclass, field
 
 from examples.rediscluster.api import RedisCluster
-from examples.rediscluster.replication.topology import NodeObservation
+from examples.rediscluster.replication.topology_types import NodeObservation
 from examples.rediscluster.shared.pods import ordinal, pod_condition, pod_ready
 from examples.rediscluster.shared.redis_admin import (
     RedisAccess,
@@ -28,12 +24,9 @@ from examples.rediscluster.shared.redis_admin import (
     RedisUnavailable,
 )
 from examples.rediscluster.shared.resources import REDIS_PORT, ROLE_LABEL, selector_labels
-from pyctrl import TerminalError
-from pyctrl.client import Pod, Reader, Secret
-from pyctrl.client.errors import NotFound
-from pyctrl.recorder import EventRecorder
+from pyctrl.client import Pod, Reader
 
-__all__ = ["Observed", "observe", "read_password"]
+__all__ = ["Observed", "observe"]
 
 
 @dataclass
@@ -62,25 +55,6 @@ class Observed:
     def endpoints(self) -> dict[str, RedisConnection | None]:
         """pod -> its Redis (None without an IP), for the health prober."""
         return {n.pod: self.connection(n.pod) if n.ip else None for n in self.nodes}
-
-
-async def read_password(api_reader: Reader, recorder: EventRecorder, cluster: RedisCluster) -> str | None:
-    """The cluster's password from its Secret, or None without ``spec.auth``."""
-    auth = cluster.spec.auth
-    if auth is None:
-        return None
-    ref = auth.password_secret
-    try:
-        secret = await api_reader.get(Secret, ref.name, namespace=cluster.namespace)
-    except NotFound:
-        recorder.event(cluster, "Warning", "SecretMissing", f"Secret {ref.name} not found")
-        raise
-    value = (secret.data or {}).get(ref.key)
-    if value is None:
-        msg = f"Secret {ref.name} has no key {ref.key!r}"
-        recorder.event(cluster, "Warning", "SecretMissing", msg)
-        raise TerminalError(msg)
-    return base64.b64decode(value).decode()
 
 
 async def observe(client: Reader, cluster: RedisCluster, access: RedisAccess, io_timeout: float) -> Observed:

@@ -34,7 +34,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
-from examples.rediscluster.replication.topology import DownDetector
+from examples.rediscluster.replication.topology_types import DownDetector
 from examples.rediscluster.shared.redis_admin import RedisConnection
 
 __all__ = ["ClusterKey", "Endpoints", "HealthProber", "Probe"]

@@ -38,23 +38,16 @@ from dataclasses import replace
 
 from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.replication.observe import Observed
-from examples.rediscluster.replication.topology import (
-    ClusterState,
-    NodeObservation,
-    Policy,
-    Role,
-    choose_failover_candidate,
-    switchover,
-)
+from examples.rediscluster.replication.topology import choose_failover_candidate, switchover
+from examples.rediscluster.replication.topology_types import ClusterState, NodeObservation, Policy, Role
 from examples.rediscluster.shared.rollout import (
     MAX_LAG_BYTES,
     PodRollout,
     Restart,
     RolloutDecision,
-    held,
     known_revisions,
+    opening,
     revisions_of,
-    started,
 )
 
 __all__ = ["Rollout", "decide", "unsettled"]
@@ -105,14 +98,15 @@ def decide(
     A one-pod cluster has no replica to hand over to: with ``persistent`` data its master is
     restarted (it reloads its AOF); without, the rollout waits for someone to delete the pod, since
     a restart would empty it."""
-    if update_revision is None:
-        return RolloutDecision(previous_current, None)
-    decision = started(revisions, update_revision, previous_current)
-    if not decision.outdated:
+    decision = opening(
+        revisions,
+        update_revision,
+        previous_current,
+        lambda: unsettled(nodes, recorded.current_master, replicas),
+        lambda pod: revisions.get(pod) == update_revision,
+    )
+    if not decision.outdated or decision.paused or decision.waiting:
         return decision
-    why = unsettled(nodes, recorded.current_master, replicas)
-    if why:
-        return held(decision, why, lambda pod: revisions.get(pod) == update_revision)
     master = next(n for n in nodes if n.pod == recorded.current_master)
     replicas_outdated = [p for p in decision.outdated if p != master.pod]
     if replicas_outdated:

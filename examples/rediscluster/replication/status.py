@@ -20,9 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from examples.rediscluster.api import RedisCluster, RedisClusterPhase, RedisClusterStatus
-from examples.rediscluster.replication.topology import NodeObservation, Role
-from examples.rediscluster.shared.conditions import condition
-from examples.rediscluster.shared.resources import selector
+from examples.rediscluster.replication.topology_types import NodeObservation, Role
+from examples.rediscluster.shared.status import condition, reported
 from pyctrl.client.objects import Condition
 
 __all__ = ["observed_status"]
@@ -77,25 +76,14 @@ def observed_status(
         phase = RedisClusterPhase.RUNNING
     else:
         phase = RedisClusterPhase.DEGRADED
-    running, degraded = phase is RedisClusterPhase.RUNNING, phase is RedisClusterPhase.DEGRADED
-    message = f"{ready}/{desired} pods ready and replicating"
-    ready_reason = "AllReplicasReady" if running else phase.value
-    degraded_reason = "ReplicasNotReady" if degraded else "AsExpected"
-    if invalid_spec is not None:
-        message = f"{invalid_spec}; nothing of the spec was applied ({ready}/{desired} pods ready)"
-        ready_reason = degraded_reason = "InvalidSpec"
-    conditions = [
-        condition(old, "Ready", running, ready_reason, message, now=now),
-        condition(old, "Degraded", degraded, degraded_reason, message, now=now),
-        _scheduled_condition(old, unschedulable or {}, now=now),
-        *extra_conditions,
-    ]
-    return old.model_copy(
-        update={
-            "phase": phase,
-            "ready_replicas": ready,
-            "observed_generation": cluster.metadata.generation,
-            "conditions": conditions,
-            "selector": selector(cluster),
-        }
+    return reported(
+        cluster,
+        phase,
+        ready=ready,
+        message=f"{ready}/{desired} pods ready and replicating",
+        reasons=("AllReplicasReady", "ReplicasNotReady"),
+        invalid_spec=invalid_spec,
+        invalid_detail=f"{ready}/{desired} pods ready",
+        conditions=[_scheduled_condition(old, unschedulable or {}, now=now), *extra_conditions],
+        now=now,
     )

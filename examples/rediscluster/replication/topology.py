@@ -38,23 +38,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 __all__ = [
-    "NULL_REPLID",
-    "Action",
-    "ClusterState",
-    "Demote",
-    "DownDetector",
-    "NodeObservation",
-    "Plan",
-    "Policy",
-    "Promote",
-    "RecordMaster",
-    "RedisFacts",
-    "ReplicaOf",
-    "Role",
-    "ScaleDown",
-    "SetLabel",
-    "Switchover",
-    "Wait",
     "bootstrap",
     "choose_failover_candidate",
     "evacuate",
@@ -65,17 +48,14 @@ __all__ = [
 ]
 
 from examples.rediscluster.replication.topology_types import (
-    NULL_REPLID,
     Action,
     ClusterState,
     Demote,
-    DownDetector,
     NodeObservation,
     Plan,
     Policy,
     Promote,
     RecordMaster,
-    RedisFacts,
     ReplicaOf,
     Role,
     ScaleDown,

@@ -28,8 +28,8 @@ from __future__ import annotations
 from typing import Any
 
 from examples.rediscluster.api import RedisCluster, RedisClusterStatus
-from examples.rediscluster.shared.conditions import condition
 from examples.rediscluster.shared.resources import parse_quantity, selector_labels
+from examples.rediscluster.shared.status import condition
 from pyctrl.client import Client, Reader, StatefulSet
 from pyctrl.client.errors import Forbidden, Invalid, NotFound
 from pyctrl.client.gvk import GroupVersionKind

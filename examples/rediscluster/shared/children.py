@@ -5,19 +5,30 @@ one of the fields the operator sets differs from the cached object: the desired 
 *subset* of the live one (fields the apiserver defaults or other managers own are ignored;
 quantities compare by value, so ``1024Mi`` equals ``1Gi``). A converged cluster therefore costs no
 write requests, and a child edited by hand is put back on the next reconcile.
+
+:func:`apply_children` is step 5 of a reconcile, in both modes: the mode's desired children, each
+with a controller ownerReference to the RedisCluster. A spec that cannot be run (``InvalidSpec``)
+applies no child at all — the running pods keep their configuration and failover keeps protecting
+them, while the Event ``InvalidSpec`` and the Ready condition say what to fix; with
+``spec.restoreFrom`` no child is applied until a backup can seed the pods (``backup.restore``:
+condition ``Restored``), then the StatefulSet gets the restore init container.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, Protocol
 
-from examples.rediscluster.shared.resources import parse_quantity
+from examples.rediscluster.api import RedisCluster
+from examples.rediscluster.shared.resources import InvalidSpec, parse_quantity
 from pyctrl.client import Client, ConfigMap, Service, StatefulSet
 from pyctrl.client.errors import NotFound
 from pyctrl.client.objects import KubeObject, PodDisruptionBudget
 from pyctrl.client.scheme import to_dict
+from pyctrl.controllerutil import set_controller_reference
+from pyctrl.recorder import EventRecorder
 
-__all__ = ["FIELD_MANAGER", "ensure", "is_subset"]
+__all__ = ["FIELD_MANAGER", "apply_children", "ensure", "is_subset"]
 
 FIELD_MANAGER = "rediscluster-operator"
 
@@ -62,3 +73,39 @@ async def ensure(client: Client, desired: dict[str, Any]) -> tuple[Any, bool]:
         return live, False
     stored = await client.apply(desired, field_manager=FIELD_MANAGER, force=True)
     return stored, True
+
+
+class Seeding(Protocol):
+    """What a restore asks of the children (``backup.restore.RestoreState``)."""
+
+    @property
+    def blocked(self) -> str | None:
+        """Why no child may be applied yet (no backup to seed the pods from)."""
+        ...
+
+    def apply(self, children: list[dict[str, Any]]) -> None:
+        """Add the restore init container to the StatefulSet among ``children``."""
+        ...
+
+
+async def apply_children(
+    client: Client,
+    recorder: EventRecorder,
+    cluster: RedisCluster,
+    desired: Awaitable[list[dict[str, Any]]],
+    restore: Seeding,
+) -> str | None:
+    """Write the children that differ; return why the spec cannot be run, if it cannot."""
+    try:
+        children = await desired
+    except InvalidSpec as exc:
+        if not exc.reported:
+            recorder.event(cluster, "Warning", "InvalidSpec", str(exc))
+        return str(exc)
+    if restore.blocked is not None:
+        return None  # no pod may start before there is a backup to seed it (condition Restored)
+    restore.apply(children)
+    for child in children:
+        set_controller_reference(cluster, child)
+        await ensure(client, child)
+    return None

@@ -3,7 +3,10 @@
 - :func:`finalizer_patch` is the one merge patch that writes the finalizer list (with the
   object's resourceVersion, so a concurrent change gets Conflict and the reconcile retries);
   adding and removing the finalizer both send it;
-- :func:`finalize` (the object is being deleted): with persistence and a recorded master, start a
+- :func:`ensure_finalizer`: step 3 of a reconcile, the finalizer added when missing;
+- :func:`finalize` (step 2, the object is being deleted): :func:`snapshot`, then the finalizer is
+  removed;
+- :func:`snapshot`: with persistence and a recorded master, start a
   ``BGSAVE`` on the master (the annotation ``redis.pyctrl.dev/snapshot-started`` records that it
   was started) and return False on later reconciles until it finished — never blocking a worker
   (REFERENCE "Operator rules") — then an Event ``SnapshotTaken``; a master pod that is gone, has
@@ -22,12 +25,17 @@ from examples.rediscluster.shared.resources import REDIS_PORT
 from pyctrl.client import Client, Pod
 from pyctrl.client.errors import NotFound
 from pyctrl.client.patch import PatchType, RawPatch
+from pyctrl.controllerutil import add_finalizer, remove_finalizer
+from pyctrl.log import get_logger
 from pyctrl.recorder import EventRecorder
 
-__all__ = ["FINALIZER", "SNAPSHOT_STARTED", "finalizer_patch", "snapshot"]
+__all__ = ["FINALIZER", "SNAPSHOT_STARTED", "ensure_finalizer", "finalize", "finalizer_patch", "snapshot"]
 
 FINALIZER = "redis.pyctrl.dev/finalizer"
 SNAPSHOT_STARTED = "redis.pyctrl.dev/snapshot-started"
+
+
+log = get_logger("rediscluster")
 
 
 def _now() -> str:
@@ -92,4 +100,31 @@ async def snapshot(
     if status.in_progress:
         return False
     recorder.event(cluster, "Normal", "SnapshotTaken", f"final BGSAVE on {master}: {status.last_status}")
+    return True
+
+
+async def ensure_finalizer(client: Client, cluster: RedisCluster) -> RedisCluster:
+    """``cluster`` with the finalizer (patched in when it was missing)."""
+    if add_finalizer(cluster, FINALIZER):
+        return await client.patch(cluster, finalizer_patch(cluster))
+    return cluster
+
+
+async def finalize(
+    client: Client,
+    recorder: EventRecorder,
+    cluster: RedisCluster,
+    access: Callable[[RedisCluster], Awaitable[RedisAccess]],
+    io_timeout: float,
+) -> bool:
+    """The snapshot, then the finalizer removed; False while the snapshot still runs (requeue).
+
+    True at once when the finalizer is not (or no longer) there."""
+    if FINALIZER not in (cluster.metadata.finalizers or []):
+        return True
+    if not await snapshot(client, recorder, cluster, lambda: access(cluster), io_timeout):
+        return False
+    remove_finalizer(cluster, FINALIZER)
+    await client.patch(cluster, finalizer_patch(cluster))
+    log.info("Finalizer removed", cluster=cluster.name, namespace=cluster.namespace)
     return True

@@ -35,39 +35,39 @@ from pyctrl.metrics import registry
 
 __all__ = [
     "FAILOVER_PHASES",
+    "counter",
     "forget",
+    "gauge",
     "observe_failover",
     "observe_failover_phase",
     "observe_nodes",
     "observe_status",
+    "remove",
 ]
 
 _LABELS = ("namespace", "name")
 
-failovers = Counter(
-    "rediscluster_failovers_total",
-    "Replicas promoted in place of a failed or unhealthy master.",
-    _LABELS,
-    registry=registry,
-)
-phase = Gauge(
-    "rediscluster_phase",
-    "1 for the RedisCluster's current phase, 0 for the others.",
-    (*_LABELS, "phase"),
-    registry=registry,
-)
-ready_replicas = Gauge("rediscluster_ready_replicas", "Ready Redis pods.", _LABELS, registry=registry)
-desired_replicas = Gauge("rediscluster_desired_replicas", "spec.replicas.", _LABELS, registry=registry)
-master_epoch = Gauge(
-    "rediscluster_master_epoch", "The failover epoch recorded in status.", _LABELS, registry=registry
-)
 
-masters = Gauge("rediscluster_masters", "Pods whose Redis reports role:master.", _LABELS, registry=registry)
-links_down = Gauge(
-    "rediscluster_replication_links_down",
-    "Replicas whose replication link to their master is down.",
-    _LABELS,
-    registry=registry,
+def gauge(name: str, documentation: str, *labels: str) -> Gauge:
+    """A gauge on the manager's registry, labelled namespace, name and ``labels``."""
+    return Gauge(name, documentation, (*_LABELS, *labels), registry=registry)
+
+
+def counter(name: str, documentation: str, *labels: str) -> Counter:
+    """A counter on the manager's registry, labelled namespace, name and ``labels``."""
+    return Counter(name, documentation, (*_LABELS, *labels), registry=registry)
+
+
+failovers = counter(
+    "rediscluster_failovers_total", "Replicas promoted in place of a failed or unhealthy master."
+)
+phase = gauge("rediscluster_phase", "1 for the RedisCluster's current phase, 0 for the others.", "phase")
+ready_replicas = gauge("rediscluster_ready_replicas", "Ready Redis pods.")
+desired_replicas = gauge("rediscluster_desired_replicas", "spec.replicas.")
+master_epoch = gauge("rediscluster_master_epoch", "The failover epoch recorded in status.")
+masters = gauge("rediscluster_masters", "Pods whose Redis reports role:master.")
+links_down = gauge(
+    "rediscluster_replication_links_down", "Replicas whose replication link to their master is down."
 )
 #: The phases of ``rediscluster_failover_phase_seconds``, in the order they happen.
 FAILOVER_PHASES = ("detection", "decision", "epoch_write", "promotion", "repointing")
@@ -114,13 +114,14 @@ def observe_nodes(namespace: str, name: str, nodes: Iterable[_Answered]) -> None
 def forget(namespace: str, name: str) -> None:
     """Drop a deleted RedisCluster's series."""
     for p in RedisClusterPhase:
-        _remove(phase, namespace, name, p.value)
+        remove(phase, namespace, name, p.value)
     for metric in (failovers, ready_replicas, desired_replicas, master_epoch, masters, links_down):
-        _remove(metric, namespace, name)
+        remove(metric, namespace, name)
     for failover_step in FAILOVER_PHASES:
-        _remove(failover_phase, namespace, name, failover_step)
+        remove(failover_phase, namespace, name, failover_step)
 
 
-def _remove(metric: Counter | Gauge | Histogram, *labels: str) -> None:
+def remove(metric: Counter | Gauge | Histogram, *labels: str) -> None:
+    """Drop one series (nothing when it was never observed)."""
     with contextlib.suppress(KeyError):  # never observed
         metric.remove(*labels)

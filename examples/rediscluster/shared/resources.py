@@ -124,7 +124,14 @@ _SUFFIXES = {
 
 
 class InvalidSpec(ValueError):
-    """The spec passed the schema but cannot be run (a terminal reconcile error)."""
+    """The spec passed the schema but cannot be run (a terminal reconcile error).
+
+    ``reported``: an Event already said why (e.g. ``ConfigRejected``), so the children step adds
+    no ``InvalidSpec`` Event of its own."""
+
+    def __init__(self, message: str, *, reported: bool = False) -> None:
+        super().__init__(message)
+        self.reported = reported
 
 
 def parse_quantity(value: str | int) -> float:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from examples.rediscluster.api import RedisCluster, RedisClusterStatus
-from examples.rediscluster.shared.conditions import condition
+from examples.rediscluster.shared.status import condition
 from pyctrl.client import Client, Pod, StatefulSet
 from pyctrl.client.errors import Conflict, NotFound
 from pyctrl.client.objects import Condition
@@ -39,9 +39,11 @@ __all__ = [
     "RolloutDecision",
     "held",
     "known_revisions",
+    "opening",
     "progressing_condition",
     "revisions_of",
     "started",
+    "with_revisions",
 ]
 
 log = get_logger("rediscluster")
@@ -94,6 +96,24 @@ def started(
     current = _current(revisions, update_revision, previous_current)
     outdated = tuple(sorted((p for p, rev in revisions.items() if rev != update_revision), key=_ordinal_key))
     return RolloutDecision(current, update_revision, outdated)
+
+
+def opening(
+    revisions: Mapping[str, str | None],
+    update_revision: str | None,
+    previous_current: str | None,
+    unsettled: Callable[[], Mapping[str, str]],
+    catching_up: Callable[[str], bool],
+) -> RolloutDecision:
+    """A rollout's decision before its mode picks the step: the revisions and the outdated pods,
+    :func:`held` while ``unsettled()`` names a pod not back in sync. The mode picks a step only
+    when the result has outdated pods and is neither paused nor waiting."""
+    if update_revision is None:
+        return RolloutDecision(previous_current, None)
+    decision = started(revisions, update_revision, previous_current)
+    if decision.outdated and (why := unsettled()):
+        return held(decision, why, catching_up)
+    return decision
 
 
 def held(
@@ -228,3 +248,9 @@ def progressing_condition(cluster: RedisCluster, decision: RolloutDecision, now:
     return condition(
         old, "Progressing", True, "RollingUpdate", f"{todo}; {decision.waiting or 'in progress'}", now=now
     )
+
+
+def with_revisions(status: RedisClusterStatus, decision: RolloutDecision) -> RedisClusterStatus:
+    """``status`` reporting the rollout's ``currentRevision`` and ``updateRevision``."""
+    revisions = {"current_revision": decision.current_revision, "update_revision": decision.update_revision}
+    return status.model_copy(update=revisions)

@@ -1,0 +1,172 @@
+"""The engine of a ``mode: replication`` RedisCluster: Kubernetes plumbing around ``topology``.
+
+Called by ``controller.RedisClusterReconciler`` after fetching, deletion, the finalizer and the
+security material; the shape of ``engine.Engine`` (level-triggered: the same observed state gives
+the same writes, and a converged cluster gives none):
+
+1. :meth:`~ReplicationModeReconciler.observe`: ``observe.observe`` every pod — Kubernetes facts
+   from the cache, Redis facts via ``INFO`` — and register the pods with the background prober
+   (which feeds a Channel source); how long the recorded master has been unhealthy is read here;
+2. :meth:`~ReplicationModeReconciler.plan` (pure): ``topology.plan`` — or a planned switchover
+   when the master's pod is terminating (a drain: ``topology.evacuate``) or a scale-in would
+   remove the master — and the StatefulSet replicas to ask for (no pod is removed during a
+   handover or before a scale-in's switchover);
+3. :meth:`~ReplicationModeReconciler.children`: ``resources.desired_children``; the run-time
+   ``redisConfig`` settings are set first with ``CONFIG SET`` (``live_config``: a setting Redis
+   refuses is ``InvalidSpec``, reported by the Event ``ConfigRejected``, and reaches no
+   ``redis.conf``); the StatefulSet keeps its live ``volumeClaimTemplates`` (immutable);
+4. :meth:`~ReplicationModeReconciler.execute`: the plan through ``execute.PlanExecutor``
+   (``RecordMaster`` is written to status before any Redis command); once that plan is converged,
+   ``rollout.Rollout`` brings outdated pods to the StatefulSet's update revision in the operator's
+   order (replicas one at a time, one switchover, the old master); ``nodeloss.NodeLossGuard``
+   force-deletes pods on a node lost for ``spec.nodeLoss.afterSeconds`` (when asked to);
+   ``volumes.VolumeExpander`` grows the PersistentVolumeClaims to a raised ``storageSize``;
+5. :meth:`~ReplicationModeReconciler.status`: ``status.observed_status`` (the operator's metrics
+   follow it every reconcile), written only when it changed, including the ``PodsScheduled``
+   condition with the scheduler's message for pods it cannot place; requeue after 30 s when
+   converged, 1 s while acting or degraded, 0.1 s while a ``FAILOVER TO`` hands the master over.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from examples.rediscluster.api import RedisCluster, RedisClusterPhase
+from examples.rediscluster.backup.restore import RestoreState
+from examples.rediscluster.replication.decision import Decision, Look, decide, policy, recorded, unhealthy_for
+from examples.rediscluster.replication.execute import PhaseTimer, PlanExecutor
+from examples.rediscluster.replication.live_config import LiveConfig
+from examples.rediscluster.replication.nodeloss import NodeLossGuard
+from examples.rediscluster.replication.observe import observe
+from examples.rediscluster.replication.prober import HealthProber
+from examples.rediscluster.replication.rollout import Rollout
+from examples.rediscluster.replication.status import observed_status
+from examples.rediscluster.replication.topology_types import Plan, Switchover
+from examples.rediscluster.replication.volumes import VolumeExpander, pin_claim_templates
+from examples.rediscluster.shared import metrics
+from examples.rediscluster.shared.redis_admin import RedisAccess
+from examples.rediscluster.shared.resources import InvalidSpec, desired_children
+from examples.rediscluster.shared.rollout import RolloutDecision, progressing_condition, with_revisions
+from examples.rediscluster.shared.status import now as utc_now
+from examples.rediscluster.shared.status import write_status
+from pyctrl import Result
+from pyctrl.client import Client, Reader
+from pyctrl.client.objects import Condition
+from pyctrl.recorder import EventRecorder
+
+__all__ = ["ACTING_REQUEUE", "HANDOVER_REQUEUE", "STEADY_REQUEUE", "ReplicationModeReconciler"]
+
+STEADY_REQUEUE = 30.0
+ACTING_REQUEUE = 1.0
+#: while a FAILOVER TO runs, look again this soon: the replicas still following the old master
+#: are re-pointed (and writes acknowledged again) right after the handover, not a second later
+HANDOVER_REQUEUE = 0.1
+
+
+@dataclass
+class Done:
+    """What :meth:`ReplicationModeReconciler.execute` did."""
+
+    cluster: RedisCluster
+    acted: bool
+    rollout: RolloutDecision
+    volumes: Condition | None
+
+
+class ReplicationModeReconciler:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        client: Client,
+        api_reader: Reader,
+        recorder: EventRecorder,
+        prober: HealthProber,
+        *,
+        io_timeout: float,
+    ) -> None:
+        self.client = client
+        self.prober = prober
+        self.io_timeout = io_timeout
+        self.executor = PlanExecutor(client, recorder)
+        self.node_loss = NodeLossGuard(client, recorder, prober)
+        self.rollout = Rollout(client, recorder)
+        self.live_config = LiveConfig(recorder)
+        self.volumes = VolumeExpander(client, api_reader, recorder)
+
+    def forget(self, namespace: str, name: str) -> None:
+        self.prober.forget((namespace, name))
+        self.rollout.forget(namespace, name)
+        self.live_config.forget(namespace, name)
+
+    async def observe(self, cluster: RedisCluster, access: RedisAccess) -> Look:
+        timer = PhaseTimer()  # a failover's phases count from here
+        observed = await observe(self.client, cluster, access, self.io_timeout)
+        key, state = (cluster.namespace, cluster.name), recorded(cluster)
+        down_after = cluster.spec.down_after_milliseconds / 1000
+        self.prober.watch(key, observed.endpoints(), master=state.current_master, down_after=down_after)
+        probe = self.prober.master_unhealthy_for(key)
+        return Look(observed, state, unhealthy_for(cluster, observed, state.current_master, probe), timer)
+
+    def plan(self, cluster: RedisCluster, look: Look, restore: RestoreState) -> Decision:
+        return decide(cluster, look)
+
+    async def children(self, cluster: RedisCluster, look: Look, plan: Decision) -> list[dict[str, Any]]:
+        children = desired_children(cluster, plan.replicas)
+        if (refused := await self.live_config.apply(cluster, look.observed)) is not None:
+            raise InvalidSpec(refused, reported=True)  # Event ConfigRejected: no redis.conf with it
+        await pin_claim_templates(self.client, children)
+        return children
+
+    async def execute(
+        self, cluster: RedisCluster, look: Look, plan: Decision, *, invalid: str | None, restore: RestoreState
+    ) -> Done:
+        observed, timer = look.observed, look.timer
+        timer.detection = look.master_unhealthy_for
+        timer.mark("decision")
+        acted, cluster = await self.executor.execute(cluster, observed, plan.plan, timer)
+        idle = not acted and plan.plan.converged and plan.replicas == cluster.spec.replicas
+        rollout = await self.rollout.step(cluster, observed, look.recorded, policy(cluster), idle=idle)
+        if isinstance(rollout.step, Plan):  # the master's turn: one planned switchover first
+            acted, cluster = await self.executor.execute(cluster, observed, rollout.step)
+        await self.node_loss.recover(cluster, observed)
+        volumes = await self.volumes.expand(cluster, utc_now()) if invalid is None else None
+        return Done(cluster, acted, rollout, volumes)
+
+    async def status(
+        self,
+        look: Look,
+        plan: Decision,
+        done: Done,
+        *,
+        invalid: str | None,
+        restore: RestoreState,
+        reloading: bool,
+        now: str,
+    ) -> Result:
+        cluster, the_plan, rollout, observed = done.cluster, plan.plan, done.rollout, look.observed
+        extra = [restore.condition, progressing_condition(cluster, rollout, now), done.volumes]
+        new = with_revisions(
+            observed_status(
+                cluster,
+                observed.nodes,
+                the_plan.converged,
+                now,
+                invalid_spec=invalid,
+                unschedulable=observed.unschedulable,
+                extra_conditions=[c for c in extra if c is not None],
+            ),
+            rollout,
+        )
+        metrics.observe_status(cluster.namespace, cluster.name, cluster.spec.replicas, new)
+        metrics.observe_nodes(cluster.namespace, cluster.name, observed.nodes)
+        await write_status(self.client, cluster, new)
+        settled = not done.acted and not reloading and the_plan.converged and not rollout.in_progress
+        settled = settled and new.phase is RedisClusterPhase.RUNNING
+        # an unrunnable spec waits for its fix (a watch event), unless the topology needs work
+        stuck = invalid is not None and not done.acted and (the_plan.converged or not observed.nodes)
+        switching = [*the_plan.actions, *(rollout.step.actions if isinstance(rollout.step, Plan) else ())]
+        if observed.handing_over() or any(isinstance(a, Switchover) for a in switching):
+            return Result(requeue_after=HANDOVER_REQUEUE)
+        return Result(requeue_after=STEADY_REQUEUE if settled or stuck else ACTING_REQUEUE)

@@ -52,10 +52,11 @@ demo: bootstrap
 	$(PY) -m examples.rediscluster_demo
 
 # CRDs from the pydantic types; the chart's ClusterRole (from the @rbac declarations), CRDs and
-# webhook configuration; config/ rendered from the chart by helm template.
+# webhook configuration; config/ rendered from the chart by helm template; the guide's spec reference.
 generate: bootstrap
 	$(PY) -m pyctrl.crdgen
 	$(PY) -m examples.rediscluster.packaging
+	$(PY) -m examples.rediscluster.api.reference
 
 # The optional `bench` extra (kopf, matplotlib, pyinstrument) is installed here only: CI never needs it.
 bench: bootstrap

@@ -124,14 +124,12 @@ class RedisClusterReconciler:
             material.tls_invalid
             or await material.write_users(cluster, look.checker())
             or await apply_children(
-                self.client, self.recorder, cluster, engine.children(cluster, look, plan), restore
+                self.client, self.recorder, cluster, lambda: engine.children(cluster, look, plan), restore
             )
         )
         done = await engine.execute(cluster, look, plan, invalid=invalid, restore=restore)  # 6. engine
-        reloading = not done.acted and await material.reload(done.cluster, look.answering())
-        return await engine.status(  # 7. status
-            look, plan, done, invalid=invalid, restore=restore, reloading=reloading, now=now()
-        )
+        done.reloading = not done.acted and await material.reload(done.cluster, look.answering())
+        return await engine.status(look, plan, done)  # 7. status
 
     async def _fetch(self, request: Request) -> RedisCluster | None:
         """The RedisCluster from the cache; None (and every room forgets it) once it is gone."""

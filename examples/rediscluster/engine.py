@@ -54,6 +54,8 @@ class Outcome(Protocol):
     cluster: RedisCluster
     #: True when something was done (the certificate and ACL reloads wait for a quiet reconcile)
     acted: bool
+    #: set by the reconciler: certificates or the ACL file still being reloaded
+    reloading: bool
 
 
 LookT = TypeVar("LookT", bound=Observation)
@@ -74,16 +76,6 @@ class Engine(Protocol[LookT, PlanT, DoneT]):
         self, cluster: RedisCluster, look: LookT, plan: PlanT, *, invalid: str | None, restore: RestoreState
     ) -> DoneT: ...
 
-    async def status(
-        self,
-        look: LookT,
-        plan: PlanT,
-        done: DoneT,
-        *,
-        invalid: str | None,
-        restore: RestoreState,
-        reloading: bool,
-        now: str,
-    ) -> Result: ...
+    async def status(self, look: LookT, plan: PlanT, done: DoneT) -> Result: ...
 
     def forget(self, namespace: str, name: str) -> None: ...

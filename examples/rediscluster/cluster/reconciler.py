@@ -37,35 +37,25 @@ from examples.rediscluster.api import RedisCluster, RedisClusterPhase, RedisClus
 from examples.rediscluster.backup.restore import RestoreState
 from examples.rediscluster.cluster import admin
 from examples.rediscluster.cluster import metrics as cluster_metrics
+from examples.rediscluster.cluster import plan_types as act
 from examples.rediscluster.cluster.mover import Endpoint, Job, SlotMover, Transfer, outdated
 from examples.rediscluster.cluster.plan import plan
-from examples.rediscluster.cluster.plan_types import (
-    SHARD_LABEL,
-    AddSlots,
-    Forget,
-    Meet,
-    Member,
-    MoveSlots,
-    Plan,
-    Replicate,
-    Reset,
-    SetLabels,
-    Takeover,
-    Wait,
-)
+from examples.rediscluster.cluster.plan_types import SHARD_LABEL, Member, Plan
 from examples.rediscluster.cluster.resources import cluster_children
 from examples.rediscluster.cluster.rollout import ClusterRollout
 from examples.rediscluster.cluster.slots import parse_ranges
 from examples.rediscluster.cluster.status import Resharding, cluster_status
 from examples.rediscluster.shared import metrics as base_metrics
 from examples.rediscluster.shared import redis_admin
-from examples.rediscluster.shared.pods import ordinal, pod_ready
+from examples.rediscluster.shared.pods import ordinal, pod_facts
 from examples.rediscluster.shared.redis_admin import RedisAccess, RedisConnection
 from examples.rediscluster.shared.resources import REDIS_PORT, ROLE_LABEL, selector_labels
 from examples.rediscluster.shared.rollout import RolloutDecision, progressing_condition, with_revisions
+from examples.rediscluster.shared.status import now as utc_now
 from examples.rediscluster.shared.status import write_status
 from pyctrl import Result
 from pyctrl.client import Client, Pod
+from pyctrl.client.objects import Condition
 from pyctrl.client.patch import PatchType, RawPatch
 from pyctrl.log import get_logger
 from pyctrl.recorder import EventRecorder
@@ -107,6 +97,12 @@ class Done:
     converged: bool
     resharding: Resharding | None
     rollout: RolloutDecision
+    #: why the spec cannot be run (nothing was applied), if it cannot
+    invalid: str | None
+    #: the restore's condition (``Restored``), if there is one
+    restored: Condition | None
+    #: certificates or the ACL file still being reloaded (set by the reconciler after execute)
+    reloading: bool = False
 
 
 class ClusterModeReconciler:
@@ -157,20 +153,11 @@ class ClusterModeReconciler:
         rollout = await self.rollout.step_cluster(
             cluster, look.pods, look.members, look.access, idle=idle, io_timeout=self.io_timeout
         )
-        return Done(cluster, acted or rollout.step is not None, converged, resharding, rollout)
+        acted = acted or rollout.step is not None
+        return Done(cluster, acted, converged, resharding, rollout, invalid, restore.condition)
 
-    async def status(
-        self,
-        look: Members,
-        plan: Plan,
-        done: Done,
-        *,
-        invalid: str | None,
-        restore: RestoreState,
-        reloading: bool,
-        now: str,
-    ) -> Result:
-        cluster, rollout = done.cluster, done.rollout
+    async def status(self, look: Members, plan: Plan, done: Done) -> Result:
+        cluster, rollout, now = done.cluster, done.rollout, utc_now()
         progressing = progressing_condition(cluster, rollout, now)
         new = with_revisions(
             cluster_status(
@@ -179,8 +166,8 @@ class ClusterModeReconciler:
                 done.converged,
                 now,
                 resharding=done.resharding,
-                invalid_spec=invalid,
-                extra_conditions=[c for c in (restore.condition, progressing) if c is not None],
+                invalid_spec=done.invalid,
+                extra_conditions=[c for c in (done.restored, progressing) if c is not None],
             ),
             rollout,
         )
@@ -189,7 +176,7 @@ class ClusterModeReconciler:
         pods = cluster.spec.shards * (1 + cluster.spec.replicas_per_shard)
         base_metrics.observe_status(cluster.namespace, cluster.name, pods, new)
         await write_status(self.client, cluster, new)
-        settled = new.phase is RedisClusterPhase.RUNNING and not rollout.in_progress and not reloading
+        settled = new.phase is RedisClusterPhase.RUNNING and not rollout.in_progress and not done.reloading
         return Result(requeue_after=STEADY_REQUEUE if settled and not done.acted else ACTING_REQUEUE)
 
     async def _observe(
@@ -199,8 +186,7 @@ class ClusterModeReconciler:
         pods = {p.name: p for p in listed if ordinal(p) >= 0 and not p.metadata.deletion_timestamp}
 
         async def one(pod: Pod) -> Member:
-            ip = pod.status.pod_ip if pod.status else None
-            facts = None
+            ip, facts = pod_facts(pod)["ip"], None
             if ip:
                 try:
                     facts = await admin.cluster_facts(access.at(ip, REDIS_PORT, self.io_timeout))
@@ -208,11 +194,7 @@ class ClusterModeReconciler:
                     facts = None
             labels = pod.metadata.labels or {}
             return Member(
-                pod=pod.name,
-                ordinal=ordinal(pod),
-                ip=ip,
-                port=REDIS_PORT,
-                pod_ready=pod_ready(pod)[0],
+                **pod_facts(pod),
                 role_label=labels.get(ROLE_LABEL),
                 shard_label=labels.get(SHARD_LABEL),
                 facts=facts,
@@ -238,46 +220,37 @@ class ClusterModeReconciler:
             return access.at(ip, REDIS_PORT, self.io_timeout)
 
         for action in the_plan.actions:
+            note: tuple[str, str, str] | None = None  # an Event once the action is done
             try:
                 match action:
-                    case SetLabels(pod=pod, role=role, shard=shard):
+                    case act.SetLabels(pod=pod, role=role, shard=shard):
                         labels = {ROLE_LABEL: role, SHARD_LABEL: str(shard)}
                         await self.client.patch(
                             pods[pod], RawPatch(PatchType.MERGE, {"metadata": {"labels": labels}})
                         )
-                    case Meet(pod=pod, ip=peer_ip, port=peer_port):
+                    case act.Meet(pod=pod, ip=peer_ip, port=peer_port):
                         await admin.meet(conn(pod), peer_ip, peer_port)
-                    case AddSlots(pod=pod, slots=slots):
+                    case act.AddSlots(pod=pod, slots=slots):
                         await admin.add_slots(conn(pod), slots)
-                        self.recorder.event(
-                            cluster,
-                            "Normal",
-                            "SlotsAssigned",
-                            f"{len(slots)} unassigned slots given to {pod}",
-                        )
-                    case Replicate(pod=pod, master_id=master_id):
+                        note = ("Normal", "SlotsAssigned", f"{len(slots)} unassigned slots given to {pod}")
+                    case act.Replicate(pod=pod, master_id=master_id):
                         await admin.replicate(conn(pod), master_id)
-                    case Takeover(pod=pod, dead_id=dead_id):
+                    case act.Takeover(pod=pod, dead_id=dead_id):
                         await admin.takeover(conn(pod))
-                        self.recorder.event(
-                            cluster,
-                            "Warning",
-                            "ShardTakeover",
-                            f"{pod} takes over the slots of {dead_id[:8]} (its pod came back without data)",
-                        )
-                    case Reset(pod=pod):
+                        why = f"{pod} takes over the slots of {dead_id[:8]} (its pod came back without data)"
+                        note = ("Warning", "ShardTakeover", why)
+                    case act.Reset(pod=pod):
                         await admin.reset_soft(conn(pod))
-                        self.recorder.event(
-                            cluster,
+                        note = (
                             "Warning",
                             "ShardDataLost",
                             f"{pod} restarts its shard empty: no copy survived",
                         )
-                    case Forget(pod=pod, node_id=node_id):
+                    case act.Forget(pod=pod, node_id=node_id):
                         await admin.forget(conn(pod), node_id)
-                    case MoveSlots():
+                    case act.MoveSlots():
                         continue  # handed to the mover by _resharding
-                    case Wait(reason=reason):
+                    case act.Wait(reason=reason):
                         log.info("Waiting", cluster=cluster.name, namespace=cluster.namespace, reason=reason)
                         break
             except redis_admin.RedisAdminError as exc:
@@ -288,7 +261,9 @@ class ClusterModeReconciler:
                     error=str(exc),
                 )
                 return True
-            acted = acted or not isinstance(action, Wait)
+            if note is not None:
+                self.recorder.event(cluster, *note)
+            acted = acted or not isinstance(action, act.Wait)
         return acted
 
     def _resharding(

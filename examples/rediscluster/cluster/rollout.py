@@ -39,21 +39,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.cluster import admin
 from examples.rediscluster.cluster.plan_types import Member
 from examples.rediscluster.cluster.slots import pods_for, shard_of
+from examples.rediscluster.shared import rollout as common
 from examples.rediscluster.shared.redis_admin import RedisAccess, RedisAdminError
-from examples.rediscluster.shared.rollout import (
-    MAX_LAG_BYTES,
-    PodRollout,
-    Restart,
-    RolloutDecision,
-    known_revisions,
-    opening,
-    revisions_of,
-)
 from pyctrl.client import Pod
 from pyctrl.log import get_logger
 
@@ -131,9 +124,20 @@ def unsettled(members: Sequence[Member], shards: int, replicas_per_shard: int) -
                 why[n.pod] = f"replication link to {master.pod} down"
             elif view is None or not view.connected or view.failing:
                 why[n.pod] = f"cluster link from {master.pod} not connected"
-            elif master.facts.repl_offset - n.facts.repl_offset > MAX_LAG_BYTES:
-                why[n.pod] = f"more than {MAX_LAG_BYTES} bytes behind {master.pod}"
+            elif master.facts.repl_offset - n.facts.repl_offset > common.MAX_LAG_BYTES:
+                why[n.pod] = f"more than {common.MAX_LAG_BYTES} bytes behind {master.pod}"
     return why
+
+
+def _catching_up(revisions: Mapping[str, str | None], update_revision: str | None, key: str) -> bool:
+    """True when ``key`` (of :func:`unsettled`) is the rollout's own doing: an updated pod, a
+    missing pod (the StatefulSet recreates it from the update revision), a restarted pod's old
+    identity not forgotten yet. Anything else pauses the rollout."""
+    if key.startswith("node "):
+        return True
+    if key.startswith("shard ") or key == "-":
+        return False
+    return revisions.get(key, update_revision) == update_revision
 
 
 def decide(
@@ -145,14 +149,11 @@ def decide(
     replicas_per_shard: int,
     persistent: bool = False,
     previous_current: str | None = None,
-) -> RolloutDecision:
+) -> common.RolloutDecision:
     """The next rollout step (module docstring); ``revisions``: pod -> its revision label."""
-    decision = opening(
-        revisions,
-        update_revision,
-        previous_current,
-        lambda: unsettled(members, shards, replicas_per_shard),
-        lambda key: update_revision is not None and _catching_up(key, revisions, update_revision),
+    why = unsettled(members, shards, replicas_per_shard)
+    decision = common.opening(
+        revisions, update_revision, previous_current, why, partial(_catching_up, revisions, update_revision)
     )
     outdated = decision.outdated
     if not outdated or decision.paused or decision.waiting:
@@ -164,9 +165,9 @@ def decide(
     assert master is not None  # unsettled() names a shard without one
     stale = [p for p in outdated if p != master.pod and any(m.pod == p for m in pods)]
     if stale:
-        return replace(decision, step=Restart(stale[0]))
+        return replace(decision, step=common.Restart(stale[0]))
     if replicas_per_shard == 0 and persistent:
-        return replace(decision, step=Restart(master.pod))
+        return replace(decision, step=common.Restart(master.pod))
     if replicas_per_shard == 0:
         alone = f"shard {index} has no replica and no persistence: delete {master.pod} to restart it"
         return replace(decision, paused=f"{alone} (its data would be lost)")
@@ -177,18 +178,7 @@ def decide(
     return replace(decision, step=ShardFailover(target.pod, index, master.pod))
 
 
-def _catching_up(key: str, revisions: Mapping[str, str | None], update_revision: str) -> bool:
-    """True when ``key`` (of :func:`unsettled`) is the rollout's own doing: an updated pod, a
-    missing pod (the StatefulSet recreates it from the update revision), a restarted pod's old
-    identity not forgotten yet. Anything else pauses the rollout."""
-    if key.startswith("node "):
-        return True
-    if key.startswith("shard ") or key == "-":
-        return False
-    return revisions.get(key, update_revision) == update_revision
-
-
-class ClusterRollout(PodRollout):
+class ClusterRollout(common.PodRollout):
     """Carries out :func:`decide` for ``cluster.reconciler``: deletions, failovers, Events."""
 
     async def step_cluster(
@@ -200,17 +190,17 @@ class ClusterRollout(PodRollout):
         *,
         idle: bool,
         io_timeout: float,
-    ) -> RolloutDecision:
+    ) -> common.RolloutDecision:
         """Decide and, when ``idle`` (a converged plan, no resharding, nothing else done), act;
         the result's ``step`` is what was done (None: nothing; a failover that failed is logged
         and named in ``waiting``, and retried by a later reconcile)."""
         update_revision = await self.update_revision(cluster)
         if update_revision is False:
-            return known_revisions(cluster)
+            return common.known_revisions(cluster)
         status = cluster.status
         decision = decide(
             members,
-            revisions_of(pods),
+            common.revisions_of(pods),
             update_revision,
             shards=cluster.spec.shards,
             replicas_per_shard=cluster.spec.replicas_per_shard,
@@ -220,7 +210,7 @@ class ClusterRollout(PodRollout):
         acting = self._settle(cluster, decision, pods, idle=idle)
         if acting is not decision:
             return acting
-        if isinstance(decision.step, Restart):
+        if isinstance(decision.step, common.Restart):
             await self._restart(cluster, pods, decision, decision.step.pod)
         elif isinstance(decision.step, ShardFailover):
             s = decision.step

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.replication.topology_types import NodeObservation
-from examples.rediscluster.shared.pods import ordinal, pod_condition, pod_ready
+from examples.rediscluster.shared.pods import ordinal, pod_condition, pod_facts
 from examples.rediscluster.shared.redis_admin import (
     RedisAccess,
     RedisAdminError,
@@ -64,19 +64,14 @@ async def observe(client: Reader, cluster: RedisCluster, access: RedisAccess, io
     observed = Observed(pods, [], access, io_timeout)
 
     async def one(pod: Pod) -> NodeObservation:
-        ip = pod.status.pod_ip if pod.status else None
-        facts = None
+        ip, facts = pod_facts(pod)["ip"], None
         if ip:
             try:
                 facts = await observed.connection(pod.name).observe()
             except RedisAdminError:
                 facts = None
         return NodeObservation(
-            pod=pod.name,
-            ordinal=ordinal(pod),
-            ip=ip,
-            port=REDIS_PORT,
-            pod_ready=pod_ready(pod)[0],
+            **pod_facts(pod),
             label=(pod.metadata.labels or {}).get(ROLE_LABEL),
             terminating=bool(pod.metadata.deletion_timestamp),
             redis=facts,

@@ -72,19 +72,19 @@ class Done:
     acted: bool
     rollout: RolloutDecision
     volumes: Condition | None
+    #: why the spec cannot be run (nothing was applied), if it cannot
+    invalid: str | None
+    #: the restore's condition (``Restored``), if there is one
+    restored: Condition | None
+    #: certificates or the ACL file still being reloaded (set by the reconciler after execute)
+    reloading: bool = False
 
 
 class ReplicationModeReconciler:
     """See the module docstring."""
 
     def __init__(
-        self,
-        client: Client,
-        api_reader: Reader,
-        recorder: EventRecorder,
-        prober: HealthProber,
-        *,
-        io_timeout: float,
+        self, client: Client, reader: Reader, recorder: EventRecorder, prober: HealthProber, io_timeout: float
     ) -> None:
         self.client = client
         self.prober = prober
@@ -93,7 +93,7 @@ class ReplicationModeReconciler:
         self.node_loss = NodeLossGuard(client, recorder, prober)
         self.rollout = Rollout(client, recorder)
         self.live_config = LiveConfig(recorder)
-        self.volumes = VolumeExpander(client, api_reader, recorder)
+        self.volumes = VolumeExpander(client, reader, recorder)
 
     def forget(self, namespace: str, name: str) -> None:
         self.prober.forget((namespace, name))
@@ -132,21 +132,12 @@ class ReplicationModeReconciler:
             acted, cluster = await self.executor.execute(cluster, observed, rollout.step)
         await self.node_loss.recover(cluster, observed)
         volumes = await self.volumes.expand(cluster, utc_now()) if invalid is None else None
-        return Done(cluster, acted, rollout, volumes)
+        return Done(cluster, acted, rollout, volumes, invalid, restore.condition)
 
-    async def status(
-        self,
-        look: Look,
-        plan: Decision,
-        done: Done,
-        *,
-        invalid: str | None,
-        restore: RestoreState,
-        reloading: bool,
-        now: str,
-    ) -> Result:
+    async def status(self, look: Look, plan: Decision, done: Done) -> Result:
         cluster, the_plan, rollout, observed = done.cluster, plan.plan, done.rollout, look.observed
-        extra = [restore.condition, progressing_condition(cluster, rollout, now), done.volumes]
+        invalid, now = done.invalid, utc_now()
+        extra = [done.restored, progressing_condition(cluster, rollout, now), done.volumes]
         new = with_revisions(
             observed_status(
                 cluster,
@@ -162,7 +153,7 @@ class ReplicationModeReconciler:
         metrics.observe_status(cluster.namespace, cluster.name, cluster.spec.replicas, new)
         metrics.observe_nodes(cluster.namespace, cluster.name, observed.nodes)
         await write_status(self.client, cluster, new)
-        settled = not done.acted and not reloading and the_plan.converged and not rollout.in_progress
+        settled = not done.acted and not done.reloading and the_plan.converged and not rollout.in_progress
         settled = settled and new.phase is RedisClusterPhase.RUNNING
         # an unrunnable spec waits for its fix (a watch event), unless the topology needs work
         stuck = invalid is not None and not done.acted and (the_plan.converged or not observed.nodes)

@@ -98,13 +98,9 @@ def decide(
     A one-pod cluster has no replica to hand over to: with ``persistent`` data its master is
     restarted (it reloads its AOF); without, the rollout waits for someone to delete the pod, since
     a restart would empty it."""
-    decision = opening(
-        revisions,
-        update_revision,
-        previous_current,
-        lambda: unsettled(nodes, recorded.current_master, replicas),
-        lambda pod: revisions.get(pod) == update_revision,
-    )
+    current = {pod for pod, revision in revisions.items() if revision == update_revision}
+    why = unsettled(nodes, recorded.current_master, replicas)
+    decision = opening(revisions, update_revision, previous_current, why, current.__contains__)
     if not decision.outdated or decision.paused or decision.waiting:
         return decision
     master = next(n for n in nodes if n.pod == recorded.current_master)

@@ -16,7 +16,7 @@ condition ``Restored``), then the StatefulSet gets the restore init container.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from examples.rediscluster.api import RedisCluster
@@ -92,12 +92,13 @@ async def apply_children(
     client: Client,
     recorder: EventRecorder,
     cluster: RedisCluster,
-    desired: Awaitable[list[dict[str, Any]]],
+    desired: Callable[[], Awaitable[list[dict[str, Any]]]],
     restore: Seeding,
 ) -> str | None:
-    """Write the children that differ; return why the spec cannot be run, if it cannot."""
+    """Write the children ``desired()`` gives that differ; return why the spec cannot be run, if it
+    cannot (``desired`` is called only here: after a refused TLS Secret or user, not at all)."""
     try:
-        children = await desired
+        children = await desired()
     except InvalidSpec as exc:
         if not exc.reported:
             recorder.event(cluster, "Warning", "InvalidSpec", str(exc))

@@ -5,11 +5,12 @@ how long it has been NotReady; used by both modes' observations and the node-los
 from __future__ import annotations
 
 import datetime
+from typing import TypedDict
 
-from examples.rediscluster.shared.resources import REDIS_CONTAINER
+from examples.rediscluster.shared.resources import REDIS_CONTAINER, REDIS_PORT
 from pyctrl.client import Pod
 
-__all__ = ["not_ready_for", "ordinal", "pod_condition", "pod_ready", "seconds_since"]
+__all__ = ["PodFacts", "not_ready_for", "ordinal", "pod_condition", "pod_facts", "pod_ready", "seconds_since"]
 
 
 def ordinal(pod: Pod) -> int:
@@ -59,3 +60,19 @@ def seconds_since(rfc3339: str | None) -> float:
     if not rfc3339:
         return 0.0
     return max(0.0, (datetime.datetime.now(datetime.UTC) - _time(rfc3339)).total_seconds())
+
+
+class PodFacts(TypedDict):
+    """What both modes' observations say of a pod before its Redis is asked anything."""
+
+    pod: str
+    ordinal: int
+    ip: str | None
+    port: int
+    pod_ready: bool
+
+
+def pod_facts(pod: Pod) -> PodFacts:
+    """The pod's name, ordinal, IP (None before it has one), Redis port and readiness."""
+    ip = pod.status.pod_ip if pod.status else None
+    return PodFacts(pod=pod.name, ordinal=ordinal(pod), ip=ip, port=REDIS_PORT, pod_ready=pod_ready(pod)[0])

@@ -102,17 +102,17 @@ def opening(
     revisions: Mapping[str, str | None],
     update_revision: str | None,
     previous_current: str | None,
-    unsettled: Callable[[], Mapping[str, str]],
+    unsettled: Mapping[str, str],
     catching_up: Callable[[str], bool],
 ) -> RolloutDecision:
     """A rollout's decision before its mode picks the step: the revisions and the outdated pods,
-    :func:`held` while ``unsettled()`` names a pod not back in sync. The mode picks a step only
-    when the result has outdated pods and is neither paused nor waiting."""
+    :func:`held` while ``unsettled`` names a pod not back in sync. The mode picks a step only when
+    the result has outdated pods and is neither paused nor waiting."""
     if update_revision is None:
         return RolloutDecision(previous_current, None)
     decision = started(revisions, update_revision, previous_current)
-    if decision.outdated and (why := unsettled()):
-        return held(decision, why, catching_up)
+    if decision.outdated and unsettled:
+        return held(decision, unsettled, catching_up)
     return decision
 
 

@@ -1,4 +1,5 @@
-"""One reconcile's replication-mode plan, from the RedisCluster and what was observed (pure).
+"""One reconcile's replication-mode decisions, from the RedisCluster and what was observed (pure):
+the plan (:func:`decide`) and when to look again (:func:`requeue_after`).
 
 :func:`decide` is ``topology.plan`` — or, first, a planned switchover when the master's pod is
 terminating while it still serves (a drain: ``topology.evacuate``) or when a scale-in would remove
@@ -15,12 +16,32 @@ from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.replication.execute import PhaseTimer
 from examples.rediscluster.replication.observe import Observed
 from examples.rediscluster.replication.topology import evacuate, plan, scale_down_victims, switchover
-from examples.rediscluster.replication.topology_types import ClusterState, Plan, Policy, Wait
+from examples.rediscluster.replication.topology_types import ClusterState, Plan, Policy, Switchover, Wait
 from examples.rediscluster.shared.pods import not_ready_for
 from examples.rediscluster.shared.redis_admin import RedisConnection
+from examples.rediscluster.shared.rollout import RolloutDecision
 from pyctrl.client import Pod
+from pyctrl.client.objects import Condition
 
-__all__ = ["Decision", "Look", "decide", "policy", "recorded", "unhealthy_for"]
+__all__ = [
+    "ACTING_REQUEUE",
+    "HANDOVER_REQUEUE",
+    "STEADY_REQUEUE",
+    "Decision",
+    "Done",
+    "Look",
+    "decide",
+    "policy",
+    "recorded",
+    "requeue_after",
+    "unhealthy_for",
+]
+
+STEADY_REQUEUE = 30.0
+ACTING_REQUEUE = 1.0
+#: while a FAILOVER TO runs, look again this soon: the replicas still following the old master
+#: are re-pointed (and writes acknowledged again) right after the handover, not a second later
+HANDOVER_REQUEUE = 0.1
 
 
 @dataclass
@@ -100,3 +121,34 @@ def decide(cluster: RedisCluster, look: Look) -> Decision:
     if want < current and state.current_master is not None and not the_plan.converged:
         return Decision(current, the_plan)  # finish the topology work before removing pods
     return Decision(want, the_plan)
+
+
+@dataclass
+class Done:
+    """What :meth:`ReplicationModeReconciler.execute` did."""
+
+    cluster: RedisCluster
+    acted: bool
+    rollout: RolloutDecision
+    volumes: Condition | None
+    #: why the spec cannot be run (nothing was applied), if it cannot
+    invalid: str | None
+    #: the restore's condition (``Restored``), if there is one
+    restored: Condition | None
+    #: certificates or the ACL file still being reloaded (set by the reconciler after execute)
+    reloading: bool = False
+
+
+def requeue_after(look: Look, plan: Decision, done: Done, *, running: bool) -> float:
+    """When to look again: at once (0.1 s) while a ``FAILOVER TO`` hands the master over; after 30 s
+    when settled (nothing done or reloading, the plan converged, no rollout, ``running``) or when an
+    invalid spec waits for its fix (a watch event brings that) and the topology needs no work; else
+    after 1 s."""
+    the_plan, observed, rollout = plan.plan, look.observed, done.rollout
+    switching = [*the_plan.actions, *(rollout.step.actions if isinstance(rollout.step, Plan) else ())]
+    if observed.handing_over() or any(isinstance(a, Switchover) for a in switching):
+        return HANDOVER_REQUEUE
+    settled = running and not done.acted and not done.reloading and the_plan.converged
+    settled = settled and not rollout.in_progress
+    stuck = done.invalid is not None and not done.acted and (the_plan.converged or not observed.nodes)
+    return STEADY_REQUEUE if settled or stuck else ACTING_REQUEUE

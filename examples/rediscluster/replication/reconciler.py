@@ -29,12 +29,23 @@ the same writes, and a converged cluster gives none):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from examples.rediscluster.api import RedisCluster, RedisClusterPhase
 from examples.rediscluster.backup.restore import RestoreState
-from examples.rediscluster.replication.decision import Decision, Look, decide, policy, recorded, unhealthy_for
+from examples.rediscluster.replication.decision import (
+    ACTING_REQUEUE,
+    HANDOVER_REQUEUE,
+    STEADY_REQUEUE,
+    Decision,
+    Done,
+    Look,
+    decide,
+    policy,
+    recorded,
+    requeue_after,
+    unhealthy_for,
+)
 from examples.rediscluster.replication.execute import PhaseTimer, PlanExecutor
 from examples.rediscluster.replication.live_config import LiveConfig
 from examples.rediscluster.replication.nodeloss import NodeLossGuard
@@ -42,42 +53,19 @@ from examples.rediscluster.replication.observe import observe
 from examples.rediscluster.replication.prober import HealthProber
 from examples.rediscluster.replication.rollout import Rollout
 from examples.rediscluster.replication.status import observed_status
-from examples.rediscluster.replication.topology_types import Plan, Switchover
+from examples.rediscluster.replication.topology_types import Plan
 from examples.rediscluster.replication.volumes import VolumeExpander, pin_claim_templates
 from examples.rediscluster.shared import metrics
 from examples.rediscluster.shared.redis_admin import RedisAccess
 from examples.rediscluster.shared.resources import InvalidSpec, desired_children
-from examples.rediscluster.shared.rollout import RolloutDecision, progressing_condition, with_revisions
+from examples.rediscluster.shared.rollout import progressing_condition, with_revisions
 from examples.rediscluster.shared.status import now as utc_now
 from examples.rediscluster.shared.status import write_status
 from pyctrl import Result
 from pyctrl.client import Client, Reader
-from pyctrl.client.objects import Condition
 from pyctrl.recorder import EventRecorder
 
 __all__ = ["ACTING_REQUEUE", "HANDOVER_REQUEUE", "STEADY_REQUEUE", "ReplicationModeReconciler"]
-
-STEADY_REQUEUE = 30.0
-ACTING_REQUEUE = 1.0
-#: while a FAILOVER TO runs, look again this soon: the replicas still following the old master
-#: are re-pointed (and writes acknowledged again) right after the handover, not a second later
-HANDOVER_REQUEUE = 0.1
-
-
-@dataclass
-class Done:
-    """What :meth:`ReplicationModeReconciler.execute` did."""
-
-    cluster: RedisCluster
-    acted: bool
-    rollout: RolloutDecision
-    volumes: Condition | None
-    #: why the spec cannot be run (nothing was applied), if it cannot
-    invalid: str | None
-    #: the restore's condition (``Restored``), if there is one
-    restored: Condition | None
-    #: certificates or the ACL file still being reloaded (set by the reconciler after execute)
-    reloading: bool = False
 
 
 class ReplicationModeReconciler:
@@ -136,7 +124,7 @@ class ReplicationModeReconciler:
 
     async def status(self, look: Look, plan: Decision, done: Done) -> Result:
         cluster, the_plan, rollout, observed = done.cluster, plan.plan, done.rollout, look.observed
-        invalid, now = done.invalid, utc_now()
+        now = utc_now()
         extra = [done.restored, progressing_condition(cluster, rollout, now), done.volumes]
         new = with_revisions(
             observed_status(
@@ -144,7 +132,7 @@ class ReplicationModeReconciler:
                 observed.nodes,
                 the_plan.converged,
                 now,
-                invalid_spec=invalid,
+                invalid_spec=done.invalid,
                 unschedulable=observed.unschedulable,
                 extra_conditions=[c for c in extra if c is not None],
             ),
@@ -153,11 +141,6 @@ class ReplicationModeReconciler:
         metrics.observe_status(cluster.namespace, cluster.name, cluster.spec.replicas, new)
         metrics.observe_nodes(cluster.namespace, cluster.name, observed.nodes)
         await write_status(self.client, cluster, new)
-        settled = not done.acted and not done.reloading and the_plan.converged and not rollout.in_progress
-        settled = settled and new.phase is RedisClusterPhase.RUNNING
-        # an unrunnable spec waits for its fix (a watch event), unless the topology needs work
-        stuck = invalid is not None and not done.acted and (the_plan.converged or not observed.nodes)
-        switching = [*the_plan.actions, *(rollout.step.actions if isinstance(rollout.step, Plan) else ())]
-        if observed.handing_over() or any(isinstance(a, Switchover) for a in switching):
-            return Result(requeue_after=HANDOVER_REQUEUE)
-        return Result(requeue_after=STEADY_REQUEUE if settled or stuck else ACTING_REQUEUE)
+        return Result(
+            requeue_after=requeue_after(look, plan, done, running=new.phase is RedisClusterPhase.RUNNING)
+        )

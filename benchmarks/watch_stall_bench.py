@@ -40,8 +40,15 @@ from urllib.parse import urlsplit
 
 from benchmarks._peers import REPO
 from benchmarks._procs import _die_with_parent
-from pyctrl.client import ApiClient, ConfigMap, ObjectMeta, load_kubeconfig
-from pyctrl.client.objects import Namespace
+from pyctrl.client import (
+    AlreadyExists,
+    ApiClient,
+    ConfigMap,
+    Namespace,
+    NotFound,
+    ObjectMeta,
+    load_kubeconfig,
+)
 from pyctrl.testing import FaultProxy
 
 _BUILD = REPO / "benchmarks" / "peers" / "client-go-watch" / "build.sh"
@@ -135,11 +142,11 @@ async def run(kubeconfig: Path, client_go: Path, a: argparse.Namespace) -> tuple
     assert server.hostname
     assert server.port
     async with ApiClient(config) as direct, FaultProxy(server.hostname, server.port) as proxy:
-        with contextlib.suppress(Exception):  # left by an earlier run on a given cluster: reused
+        with contextlib.suppress(AlreadyExists):  # left by an earlier run on a given cluster: reused
             await direct.create(Namespace(metadata=ObjectMeta(name=NAMESPACE)))
         try:
             probe = await direct.get(ConfigMap, "probe", namespace=NAMESPACE)
-        except Exception:
+        except NotFound:
             probe = await direct.create(
                 ConfigMap(metadata=ObjectMeta(name="probe", namespace=NAMESPACE), data={"v": "start"})
             )
@@ -185,7 +192,7 @@ async def run(kubeconfig: Path, client_go: Path, a: argparse.Namespace) -> tuple
         finally:
             for p in programs:
                 await p.stop()
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(NotFound):
                 await direct.delete(probe)
     return times["pyctrl"], times["client-go"]
 

@@ -12,7 +12,9 @@ through the same :class:`~pyctrl.testing.FaultProxy`:
   later without an answer).
 
 Each of ``--trials`` rounds waits a random 0-``--spread`` s (so the freeze falls anywhere in the
-programs' watch and ping cycles), freezes every open connection of the proxy (they stay open, carry
+programs' watch and ping cycles: both restarted theirs at the previous trial's end; the waits are
+stratified, one in each ``1/trials`` of the spread, in random order, so five trials cover the
+cycles evenly instead of by luck), freezes every open connection of the proxy (they stay open, carry
 nothing: a half-open connection), then updates a ConfigMap straight on the apiserver, and times
 from the freeze to the arrival of that update at each program (the line it prints, timestamped
 here as it is read). Connections made after the freeze flow, so a program that notices the freeze
@@ -169,8 +171,9 @@ async def run(kubeconfig: Path, client_go: Path, a: argparse.Namespace) -> tuple
             await asyncio.wait_for(asyncio.gather(*(p.synced.wait() for p in programs)), 120)
             print(f"watch-stall: both programs synced through the proxy (logs in {LOGS})", flush=True)
             rng = random.Random(a.seed)
-            for trial in range(1, a.trials + 1):
-                await asyncio.sleep(rng.uniform(0, a.spread))  # a random phase of the watch/ping cycles
+            slots = rng.sample(range(a.trials), a.trials)  # stratified: one wait in each slot
+            for trial, slot in enumerate(slots, 1):
+                await asyncio.sleep((slot + rng.random()) * a.spread / a.trials)  # a random phase
                 frozen = proxy.freeze()
                 frozen_at = time.monotonic()
                 value = f"trial-{trial}-{time.time_ns()}"

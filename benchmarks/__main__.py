@@ -56,7 +56,9 @@ def _args() -> argparse.Namespace:
     p.add_argument("--concurrency", type=int, default=16, help="concurrent reconciles, all programs")
     p.add_argument("--peers", default=",".join(PEERS), help="comma-separated subset of " + ",".join(PEERS))
     p.add_argument("--no-backlog", action="store_true", help="skip the backlog phase of the --runs rounds")
-    p.add_argument("--no-micro", action="store_true", help="skip the workqueue and cache benchmarks")
+    p.add_argument(
+        "--no-micro", action="store_true", help="skip the workqueue, cache and watch-stall benchmarks"
+    )
     p.add_argument("--no-write", action="store_true", help="print only; leave results/ and README alone")
     p.add_argument("--from-json", type=Path, help="measure nothing: report the runs saved in this peers.json")
     return p.parse_args()

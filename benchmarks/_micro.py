@@ -1,4 +1,6 @@
-"""The workqueue and cache benchmarks, run as they are (``python -m benchmarks.<name>``).
+"""The benchmarks that run as programs of their own (``python -m benchmarks.<name>``): the
+workqueue and cache micro-benchmarks and the watch-stall scenario (its own control plane and the
+client-go peer's build; about 5 minutes).
 
 Each prints its own figures and ends with ``RATIO <name> <value>`` lines; their output is passed
 through and the ratios collected, so ``make bench`` reports them with the peers' figures.
@@ -13,7 +15,7 @@ from benchmarks._peers import REPO
 
 __all__ = ["MICRO", "run_micro"]
 
-MICRO = ("workqueue_bench", "cache_bench")
+MICRO = ("workqueue_bench", "cache_bench", "watch_stall_bench")
 
 
 def run_micro(names: tuple[str, ...] = MICRO) -> tuple[dict[str, float], dict[str, str]]:

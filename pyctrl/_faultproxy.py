@@ -210,6 +210,10 @@ class FaultProxy:
             finally:
                 conn.close()
                 self._connections.discard(conn)
+        except asyncio.CancelledError:
+            # stop() cancels the handlers; ended quietly, as asyncio's stream callback (before
+            # Python 3.12) would log a cancelled handler's task.exception() as an error
+            return
         finally:
             self._handlers.discard(task)
 

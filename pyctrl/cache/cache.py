@@ -30,8 +30,10 @@ Guarantees:
 - :meth:`Cache.stop` stops every informer and handler task;
 - :meth:`Cache.unsynced` names every informer not synced yet and why: the last list or watch
   error (e.g. ``Forbidden`` when RBAC denies the list), so a readiness check can say it;
-- a watch silent (no event, no bookmark) for ``watch_idle_timeout`` seconds is re-opened from
-  its last resourceVersion (:mod:`pyctrl.cache.watcher`).
+- a frozen watch (a half-open connection: neither ends nor delivers) is replaced within
+  ``watch_stall_timeout`` seconds (default 30) of its opening, from its last resourceVersion, for
+  full and metadata-only informers alike (:mod:`pyctrl.cache.watcher`: every watch asks the
+  apiserver to end it a grace before that, so a healthy one costs a re-watch every 20-25 s).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from typing import Any, Protocol, TypedDict, TypeVar
 from pyctrl.cache.informer import Informer, Registration, ResourceEventHandler, decoder_for
 from pyctrl.cache.reflector import Transform, strip_managed_fields
 from pyctrl.cache.store import Key
-from pyctrl.cache.watcher import DEFAULT_IDLE_TIMEOUT
+from pyctrl.cache.watcher import DEFAULT_STALL_TIMEOUT, MIN_STALL_TIMEOUT
 from pyctrl.client.errors import (
     CacheError,
     CacheNotStarted,
@@ -146,8 +148,8 @@ class CacheOptions(TypedDict, total=False):
     watch_list: bool
     page_size: int
     sync_timeout: float | None
-    #: A watch silent this long (no event, no bookmark) is re-opened.
-    watch_idle_timeout: float
+    #: A watch neither ended nor delivered this long after it was opened is frozen: replaced (>= 3).
+    watch_stall_timeout: float
 
 
 class Cache(ReaderBase):
@@ -164,8 +166,12 @@ class Cache(ReaderBase):
         watch_list: bool = True,
         page_size: int = 500,
         sync_timeout: float | None = 120.0,
-        watch_idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+        watch_stall_timeout: float = DEFAULT_STALL_TIMEOUT,
     ) -> None:
+        if not watch_stall_timeout >= MIN_STALL_TIMEOUT:
+            raise ValueError(
+                f"watch_stall_timeout must be at least {MIN_STALL_TIMEOUT:g} s, got {watch_stall_timeout}"
+            )
         self._source = source
         self._by_object = {kind_gvk(k): v for k, v in (by_object or {}).items()}
         self._default_namespaces = default_namespaces
@@ -174,7 +180,7 @@ class Cache(ReaderBase):
         self._watch_list = watch_list
         self._page_size = page_size
         self._sync_timeout = sync_timeout
-        self._watch_idle_timeout = watch_idle_timeout
+        self._watch_stall_timeout = watch_stall_timeout
         # (kind, metadata only?) -> its informers: one per kind and representation.
         self._kinds: dict[tuple[GroupVersionKind, bool], KindInformer] = {}
         # kind -> (namespaced?, its informers by namespace, its decoder): filled by the first read
@@ -270,7 +276,7 @@ class Cache(ReaderBase):
                 watch_list=self._watch_list,
                 page_size=self._page_size,
                 resync_period=self._resync_period,
-                watch_idle_timeout=self._watch_idle_timeout,
+                watch_stall_timeout=self._watch_stall_timeout,
             )
             informers[ns] = informer
             if self._started:

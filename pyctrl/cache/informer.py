@@ -22,6 +22,8 @@ Guarantees:
   it reads;
 - with ``resync_period`` set, every cached object is redelivered as ``on_update(obj, obj)`` each
   period (±10 % jitter).
+- a frozen watch is replaced within ``watch_stall_timeout`` seconds of its opening, resumed from
+  its last resourceVersion (:mod:`pyctrl.cache.watcher`);
 - ``last_error`` says why it is not synced (or not watching): the error of its last failed list
   or watch, ``None`` once one succeeds (:mod:`pyctrl.cache.watcher`).
 """
@@ -43,7 +45,7 @@ import orjson
 from pyctrl import trace as _trace
 from pyctrl.cache.reflector import Change, Reflector, Transform, strip_managed_fields
 from pyctrl.cache.store import IndexFunc, Store
-from pyctrl.cache.watcher import DEFAULT_IDLE_TIMEOUT, Backoff, Watcher
+from pyctrl.cache.watcher import DEFAULT_STALL_TIMEOUT, Backoff, Watcher
 from pyctrl.client.errors import KubernetesError
 from pyctrl.client.gvk import GroupVersionKind
 from pyctrl.client.objects import is_metadata_only
@@ -199,7 +201,7 @@ class Informer:
         page_size: int = 500,
         resync_period: float | None = None,
         backoff: Backoff | None = None,
-        watch_idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+        watch_stall_timeout: float = DEFAULT_STALL_TIMEOUT,
     ) -> None:
         self.kind = kind
         self.name = kind.__name__ if is_metadata_only(kind) else str(kind_gvk(kind).kind)
@@ -210,7 +212,7 @@ class Informer:
             page_size=page_size,
             watch_list=watch_list,
             backoff=backoff,
-            idle_timeout=watch_idle_timeout,
+            stall_timeout=watch_stall_timeout,
             name=self.name,
         )
         self.reflector = Reflector(self.store, self.watcher, notify=None, transform=transform)

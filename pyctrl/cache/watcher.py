@@ -16,15 +16,25 @@ Guarantees:
   back to paged lists for good;
 - between ``Init`` and ``InitDone`` the events describe one complete, consistent listing; the
   consumer replaces its state at ``InitDone`` (so objects deleted while disconnected are found);
-- watches run with ``allowWatchBookmarks=true`` and a random 5-10 minute ``timeoutSeconds``;
-  bookmarks only advance the resourceVersion; a watch that ends or breaks is re-opened from the
-  last resourceVersion seen, so no event is lost or repeated; ``410`` → relist;
-- watch health: a watch that delivers neither an event nor a bookmark for ``idle_timeout``
-  seconds (default 90: the apiserver bookmarks every watch about once a minute) is abandoned as
-  stalled — a half-open connection that neither delivers nor closes — and re-opened (with the
-  failure backoff) from the last resourceVersion; a stalled streaming list starts over. This is
-  the role of client-go's HTTP/2 ``ReadIdleTimeout``/``PingTimeout`` health check, done per watch
-  so it also covers HTTP/1.1 and any :class:`~pyctrl.client.watch.ListerWatcher`;
+- watches run with ``allowWatchBookmarks=true``; bookmarks only advance the resourceVersion; a
+  watch that ends or breaks is re-opened from the last resourceVersion seen, so no event is lost
+  or repeated; ``410`` → relist;
+- stall detection (the role of client-go's HTTP/2 ``ReadIdleTimeout``/``PingTimeout`` health
+  check, done per watch so it also covers HTTP/1.1 and any
+  :class:`~pyctrl.client.watch.ListerWatcher`): every watch asks the apiserver to end it after
+  ``timeoutSeconds`` = ``(stall_timeout - grace) * [0.8, 1]`` (``grace`` = ``max(2,
+  stall_timeout / 6)``: 25 s at most with the default 30 s), which a healthy apiserver does on
+  time, bookmarking it 2 s before; a watch still open ``timeoutSeconds + grace`` after it was
+  requested is taken as frozen — a half-open connection that neither delivers nor closes — and
+  abandoned. Either way the next watch starts at once from the last resourceVersion (no list),
+  so a frozen watch is replaced at most ``stall_timeout`` seconds after it was opened, whenever
+  the freeze began. The cost on a healthy apiserver is one watch request per informer every
+  20-25 s (a watch resumed from a recent resourceVersion is served from the apiserver's watch
+  cache). The streaming list keeps a long (5-10 minute) ``timeoutSeconds``, so a large one can
+  finish, and counts as stalled after ``stall_timeout`` seconds without an event; it is closed at
+  its initial-events-end bookmark and the watch goes on in a request of its own;
+- ``pyctrl_watch_restarts_total{kind, cause}`` counts re-opened watches by cause: ``timeout`` (the
+  apiserver ended it on time: the healthy case), ``stall``, ``gone`` (410: relist), ``error``;
 - failures back off 0.8 s, doubling to 30 s, with jitter, reset after 2 minutes without failure;
   the watcher never gives up (stop it by cancelling the task iterating it).
 - ``last_error`` is the error of the last failed list or watch (what client-go hands its
@@ -37,10 +47,13 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import math
 import random
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+from prometheus_client import Counter
 
 from pyctrl import trace as _trace
 from pyctrl.client.errors import (
@@ -53,16 +66,19 @@ from pyctrl.client.errors import (
     RequestTimeout,
 )
 from pyctrl.client.watch import INITIAL_EVENTS_END, ListerWatcher, RawEvent
-from pyctrl.workqueue import Clock, RealClock
+from pyctrl.metrics import once, registry
+from pyctrl.workqueue import Clock, RealClock, Timer
 
 __all__ = [
-    "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_STALL_TIMEOUT",
+    "MIN_STALL_TIMEOUT",
     "Apply",
     "Backoff",
     "Delete",
     "Init",
     "InitDone",
     "InitPage",
+    "WatchStalled",
     "Watcher",
     "WatcherEvent",
     "WatcherState",
@@ -147,58 +163,92 @@ _UNSUPPORTED = (BadRequest, Invalid, Forbidden, MethodNotAllowed)
 #: batch survive into older GC generations and trigger full collections (measured: batches of
 #: 500 cost 2 full collections per 10,000 objects, batches of 20 none).
 _STREAM_BATCH = 20
-#: Seconds without an event or bookmark after which a watch counts as stalled (module docstring).
-DEFAULT_IDLE_TIMEOUT = 90.0
+#: Seconds after which a watch that neither ended nor delivered counts as frozen (module docstring).
+DEFAULT_STALL_TIMEOUT = 30.0
+#: The smallest ``stall_timeout``: a grace of 2 s plus the apiserver's smallest timeout, 1 s.
+MIN_STALL_TIMEOUT = 3.0
+Cause = Literal["timeout", "stall", "gone", "error"]
 
 
-async def _idle_bounded(stream: AsyncIterator[RawEvent], idle_timeout: float) -> AsyncIterator[RawEvent]:
-    """``stream``, raising :class:`RequestTimeout` when a wait for its next event lasts
-    ``idle_timeout`` s.
+@once
+def _restarts_family() -> Counter:
+    return Counter(
+        "pyctrl_watch_restarts_total",
+        "Watches re-opened, by kind and cause: timeout (ended by the apiserver on time, the healthy "
+        "case), stall (frozen: neither ended nor delivered in time), gone (410: relist), error.",
+        ("kind", "cause"),
+        registry=registry,
+    )
 
-    ``asyncio.timeout`` around each wait would arm and cancel a timer per event; this keeps one
-    timer, due ``idle_timeout`` after the current wait began and moved on only when it fires, so
-    an event costs one clock read (the same bound: the wait in progress is what is timed)."""
-    loop = asyncio.get_running_loop()
+
+class WatchStalled(RequestTimeout):
+    """A watch neither ended nor delivered in time: its connection is taken as frozen."""
+
+
+async def _bounded(
+    stream: AsyncIterator[RawEvent], clock: Clock, *, deadline: float | None, idle: float | None
+) -> AsyncIterator[RawEvent]:
+    """``stream``, raising :class:`WatchStalled` once ``clock`` reaches ``deadline`` or a wait for
+    the next event has lasted ``idle`` seconds (either may be ``None``: no such bound).
+
+    One timer per stream, moved on only when it fires (an event costs one clock read, not a timer):
+    it cancels the task iterating the stream if it is waiting then; a deadline reached between two
+    waits is raised at the next one. Only the waits are timed, never the consumer's own work."""
     task = asyncio.current_task()
     assert task is not None
     waiting_since: float | None = None  # when the wait in progress began; None between waits
-    expired = False
-    timer: asyncio.TimerHandle
+    expired: str | None = None  # why the stream expired, once it has
+    timer: Timer | None = None
+
+    def due() -> float:
+        at = math.inf if deadline is None else deadline
+        if idle is not None:
+            at = min(at, (waiting_since if waiting_since is not None else clock.now()) + idle)
+        return at
 
     def check() -> None:
         nonlocal timer, expired
-        if waiting_since is not None and loop.time() >= waiting_since + idle_timeout:
-            expired = True
+        now = clock.now()
+        if deadline is not None and now >= deadline:
+            expired = "did not end in time"
+        elif idle is not None and waiting_since is not None and now >= waiting_since + idle:
+            expired = f"no event or bookmark for {idle:g} s"
+        else:  # an event came since: due again from the wait in progress (or the next)
+            timer = clock.call_at(due(), check)
+            return
+        if waiting_since is not None:
             task.cancel()
-        else:  # an event came since: due idle_timeout after the wait in progress (or the next) began
-            start = waiting_since if waiting_since is not None else loop.time()
-            timer = loop.call_at(start + idle_timeout, check)
 
-    timer = loop.call_at(loop.time() + idle_timeout, check)
+    if deadline is not None or idle is not None:
+        timer = clock.call_at(due(), check)
     try:
         while True:
+            if expired is not None:
+                raise WatchStalled(f"watch stalled: {expired}")
             cancelling = task.cancelling()
-            waiting_since = loop.time()
+            waiting_since = clock.now()
             try:
                 event = await anext(stream)
             except StopAsyncIteration:
                 return
             except asyncio.CancelledError as exc:
-                if expired and task.uncancel() <= cancelling:
-                    silent = f"no event or bookmark for {idle_timeout:g} s"
-                    raise RequestTimeout(f"watch stalled: {silent}") from exc
+                if expired is not None and task.uncancel() <= cancelling:
+                    raise WatchStalled(f"watch stalled: {expired}") from exc
                 raise
             finally:
                 waiting_since = None
             yield event
     finally:
-        timer.cancel()
+        if timer is not None:
+            timer.cancel()
         if hasattr(stream, "aclose"):
             await stream.aclose()
 
 
 class Watcher:
-    """Lists and watches through ``lister_watcher``; iterate :meth:`events` (see module docstring)."""
+    """Lists and watches through ``lister_watcher``; iterate :meth:`events` (see module docstring).
+
+    ``backoff.clock`` also times the watches' stall deadlines."""
 
     def __init__(
         self,
@@ -207,16 +257,19 @@ class Watcher:
         page_size: int = 500,
         watch_list: bool = True,
         backoff: Backoff | None = None,
-        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+        stall_timeout: float = DEFAULT_STALL_TIMEOUT,
         name: str = "",
     ) -> None:
-        if idle_timeout <= 0:
-            raise ValueError(f"idle_timeout must be positive, got {idle_timeout}")
+        if not stall_timeout >= MIN_STALL_TIMEOUT:
+            raise ValueError(f"stall_timeout must be at least {MIN_STALL_TIMEOUT:g} s, got {stall_timeout}")
         self._lw = lister_watcher
-        self.idle_timeout = idle_timeout
+        self.stall_timeout = stall_timeout
+        #: How late after its ``timeoutSeconds`` a watch may end before it counts as frozen.
+        self.grace = max(2.0, stall_timeout / 6)
         self._page_size = page_size
         self.watch_list = watch_list
         self._backoff = backoff or Backoff()
+        self._clock = self._backoff.clock
         self._name = name
         self.state = WatcherState.EMPTY
         #: The resourceVersion the next watch starts from (last listed, event or bookmark).
@@ -226,6 +279,13 @@ class Watcher:
         self._stream: AsyncIterator[RawEvent] | None = None
         #: The error of the last failed list or watch; None once one succeeds (module docstring).
         self.last_error: KubernetesError | None = None
+        self._restarts: dict[Cause, Counter] = {}
+
+    def _restarted(self, cause: Cause) -> None:
+        child = self._restarts.get(cause)
+        if child is None:
+            child = self._restarts[cause] = _restarts_family().labels(self._name, cause)
+        child.inc()
 
     async def events(self) -> AsyncGenerator[WatcherEvent, None]:
         """The event stream; never ends on its own. Iterating again after a stop resumes: a watch
@@ -241,12 +301,23 @@ class Watcher:
                         yield event
                 except asyncio.CancelledError:
                     raise
+                except WatchStalled as exc:  # it took stall_timeout to tell: re-open at once
+                    self.last_error = exc
+                    self._restarted("stall")
+                    await self._close_stream()
+                    self._after_error(exc)
+                    log.warning(
+                        "%s: %s; re-watching from resourceVersion %r", self._name, exc, self.resource_version
+                    )
                 except Gone as exc:
+                    self._restarted("gone")
                     log.info("%s: %s; relisting", self._name, exc)
                     await self._close_stream()
                     self._relist_rv, self.state = "", WatcherState.EMPTY
                 except KubernetesError as exc:
                     self.last_error = exc
+                    if self.state in (WatcherState.WATCHING, WatcherState.INITIAL_WATCH):
+                        self._restarted("error")
                     await self._close_stream()
                     self._after_error(exc)
                     delay = self._backoff.next_delay()
@@ -271,18 +342,21 @@ class Watcher:
         if stream is not None and hasattr(stream, "aclose"):
             await stream.aclose()
 
-    def _timeout(self) -> int:
-        return int(300 * (1 + random.random()))
-
-    def _open(
-        self, *, resource_version: str, timeout_seconds: int, send_initial_events: bool = False
-    ) -> AsyncIterator[RawEvent]:
+    def _open(self, *, resource_version: str, send_initial_events: bool = False) -> AsyncIterator[RawEvent]:
+        """A watch bounded as the module docstring says: a streaming list by its silence, any
+        other watch by its end, due ``grace`` after its ``timeoutSeconds``."""
+        if send_initial_events:
+            timeout = int(300 * (1 + random.random()))  # client-go's: a long list may finish
+            deadline, idle = None, self.stall_timeout
+        else:
+            timeout = max(1, int((self.stall_timeout - self.grace) * (0.8 + 0.2 * random.random())))
+            deadline, idle = self._clock.now() + timeout + self.grace, None
         stream = self._lw.watch(
             resource_version=resource_version,
-            timeout_seconds=timeout_seconds,
+            timeout_seconds=timeout,
             send_initial_events=send_initial_events,
         )
-        return _idle_bounded(stream, self.idle_timeout)
+        return _bounded(stream, self._clock, deadline=deadline, idle=idle)
 
     async def _step(self) -> AsyncIterator[WatcherEvent]:
         match self.state:
@@ -291,9 +365,7 @@ class Watcher:
                 yield Init()
                 self._continue = None
                 if self.watch_list:
-                    self._stream = self._open(
-                        resource_version="", timeout_seconds=self._timeout(), send_initial_events=True
-                    )
+                    self._stream = self._open(resource_version="", send_initial_events=True)
                     self.state = WatcherState.INITIAL_WATCH
                 else:
                     self.state = WatcherState.INIT_PAGE
@@ -319,9 +391,7 @@ class Watcher:
                     yield event
             case WatcherState.INIT_LISTED:
                 log.debug("%s: watching from resourceVersion %s", self._name, self.resource_version)
-                self._stream = self._open(
-                    resource_version=self.resource_version, timeout_seconds=self._timeout()
-                )
+                self._stream = self._open(resource_version=self.resource_version)
                 self.state = WatcherState.WATCHING
             case WatcherState.WATCHING:
                 async for event in self._watching():
@@ -340,7 +410,9 @@ class Watcher:
                     log.debug(
                         "%s: streaming list complete at resourceVersion %s", self._name, self.resource_version
                     )
-                    self.state = WatcherState.WATCHING
+                    # the watch goes on in a request of its own, with the short timeout
+                    await self._close_stream()
+                    self.state = WatcherState.INIT_LISTED
                     self.last_error = None
                     yield InitDone(self.resource_version)
                     return
@@ -373,6 +445,7 @@ class Watcher:
                 case "DELETED":
                     yield Delete(event.object)
         await self._close_stream()  # server-side timeout: re-watch at once from resource_version
+        self._restarted("timeout")
         self.state = WatcherState.INIT_LISTED
 
 

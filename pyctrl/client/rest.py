@@ -21,7 +21,7 @@ Guarantees:
   watches hold no token while streaming;
 - every request is bounded: the TCP/TLS connect by ``Config.connect_timeout``, a non-watch
   request by ``Config.timeout`` in all, a watch by its read timeout between two chunks (the cache's
-  watcher also abandons a watch silent for its idle timeout); connections use TCP keepalive
+  watcher also abandons a watch not ended within its ``watch_stall_timeout``); connections use TCP keepalive
   (probes after 30 s idle, every 10 s, 3 unanswered = dead — client-go dials with a 30 s
   keepalive), so a peer that vanished is noticed even on an idle pooled connection.
 """

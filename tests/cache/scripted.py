@@ -25,13 +25,16 @@ class ScriptedLW:
     """Answers ``list`` from ``lists`` and each ``watch`` with the next script of ``watches``.
 
     A script is a list of events and exceptions (raised in place); when the scripts run out a
-    watch blocks until cancelled. ``calls`` records every request.
+    watch blocks until cancelled. ``calls`` records every request, ``timeouts`` every watch's
+    ``timeout_seconds``.
     """
 
     def __init__(self) -> None:
         self.lists: deque[RawList | Exception] = deque()
         self.watches: deque[list[RawEvent | Exception]] = deque()
         self.calls: list[tuple[Any, ...]] = []
+        #: The ``timeout_seconds`` of every watch, in order.
+        self.timeouts: list[int] = []
 
     async def list(self, *, resource_version: str, limit: int | None, continue_: str | None) -> RawList:
         self.calls.append(("list", resource_version, limit, continue_))
@@ -44,6 +47,7 @@ class ScriptedLW:
         self, *, resource_version: str, timeout_seconds: int, send_initial_events: bool = False
     ) -> AsyncIterator[RawEvent]:
         self.calls.append(("watch", resource_version, send_initial_events))
+        self.timeouts.append(timeout_seconds)
         if not self.watches:
             await asyncio.Event().wait()
         for item in self.watches.popleft():

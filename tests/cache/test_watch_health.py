@@ -1,12 +1,14 @@
 """Watch health on the real apiserver, through pyctrl.testing.FaultProxy: a frozen watch is
-abandoned and resumed, and resets and delays lose or repeat no event."""
+abandoned within the stall timeout and resumed from its last resourceVersion (no list), a healthy
+one is re-opened once per timeout, and resets and delays lose or repeat no event."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -14,8 +16,21 @@ from urllib.parse import urlsplit
 import pytest
 
 from pyctrl import ControllerBuilder, Manager, Request, Result
-from pyctrl.cache import Backoff, HandlerFuncs, Informer
-from pyctrl.client import ApiClient, Config, ConfigMap, ListOptions, NotFound, ObjectMeta, load_kubeconfig
+from pyctrl.cache import Backoff, Cache, HandlerFuncs, Informer
+from pyctrl.client import (
+    ApiClient,
+    Config,
+    ConfigMap,
+    HTTPRequest,
+    HTTPTransport,
+    ListOptions,
+    NotFound,
+    ObjectMeta,
+    PartialObjectMetadata,
+    load_kubeconfig,
+)
+from pyctrl.client.rest import Transport
+from pyctrl.metrics import registry
 from pyctrl.testing import FaultProxy, eventually
 
 pytestmark = pytest.mark.controlplane
@@ -46,6 +61,159 @@ def cm(namespace: str, name: str, v: str) -> ConfigMap:
     return ConfigMap(metadata=ObjectMeta(name=name, namespace=namespace), data={"v": v})
 
 
+@dataclass(frozen=True)
+class Sent:
+    """One request as it left the client: when, and what."""
+
+    at: float
+    method: str
+    path: str
+    params: dict[str, Any]
+    accept: str | None
+
+    @property
+    def watch(self) -> bool:
+        return bool(self.params.get("watch"))
+
+    @property
+    def informer(self) -> str:
+        """Which of a test's two informers sent it: ``metadata`` (PartialObjectMetadata) or ``typed``."""
+        return "metadata" if "PartialObjectMetadata" in (self.accept or "") else "typed"
+
+
+class RequestLog:
+    """An HTTPTransport recording every request (reads and watches included) before sending it."""
+
+    def __init__(self, inner: HTTPTransport) -> None:
+        self.inner = inner
+        self.sent: list[Sent] = []
+
+    def _record(self, request: HTTPRequest) -> None:
+        self.sent.append(
+            Sent(time.monotonic(), request.method, request.path, dict(request.params or {}), request.accept)
+        )
+
+    async def send(self, request: HTTPRequest) -> bytes:
+        self._record(request)
+        return await self.inner.send(request)
+
+    def stream(self, request: HTTPRequest) -> AsyncGenerator[bytes, None]:
+        self._record(request)
+        return self.inner.stream(request)
+
+    def on(self, path: str, since: int = 0) -> list[Sent]:
+        return [s for s in self.sent[since:] if s.path == path]
+
+
+def label_v_into(values: list[str]) -> Callable[[Any, Any], None]:
+    """An update handler appending the new object's label ``v``."""
+
+    def update(_old: Any, new: Any) -> None:
+        values.append((new.metadata.labels or {}).get("v", ""))
+
+    return update
+
+
+async def label(client: ApiClient, namespace: str, v: str) -> None:
+    """Set the label ``v`` of the ConfigMap ``watched``."""
+    obj = await client.get(ConfigMap, "watched", namespace=namespace)
+    obj.metadata.labels = {"v": v}
+    await client.update(obj)
+
+
+def restarts(kind: str, cause: str) -> float:
+    return registry.get_sample_value("pyctrl_watch_restarts_total", {"kind": kind, "cause": cause}) or 0.0
+
+
+@pytest.fixture
+async def recorded(config: Config, proxy: FaultProxy) -> AsyncIterator[tuple[ApiClient, RequestLog]]:
+    """A client through the proxy whose every request is logged."""
+    proxied = config.with_options(host=proxy.url("https"))
+    inner = Transport(proxied)
+    log = RequestLog(inner)
+    client = ApiClient(proxied, transport=log)
+    try:
+        yield client, log
+    finally:
+        await client.close()
+        await inner.close()
+
+
+async def test_with_every_connection_frozen_a_change_reaches_both_caches_in_the_stall_timeout_without_a_list(
+    recorded: tuple[ApiClient, RequestLog], proxy: FaultProxy, direct: ApiClient, namespace: str
+) -> None:
+    client, log = recorded
+    cache = Cache(client, default_namespaces=[namespace])  # the default stall timeout: 30 s
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    seen: dict[str, list[str]] = {"typed": [], "metadata": []}
+    typed = (await cache.get_informer(ConfigMap)).informers[namespace]
+    meta = (await cache.get_informer(PartialObjectMetadata.of(ConfigMap))).informers[namespace]
+    for key, informer in (("typed", typed), ("metadata", meta)):
+        informer.add_event_handler(HandlerFuncs(update=label_v_into(seen[key])))
+    await direct.create(cm(namespace, "watched", "1"))
+    async with cache:
+        assert await cache.wait_for_cache_sync(60)
+
+        def watching_after_the_list() -> bool:  # each informer is in a watch of its own, not its list
+            watches = [s for s in log.on(path) if s.watch and not s.params.get("sendInitialEvents")]
+            return {s.informer for s in watches} == {"typed", "metadata"}
+
+        await eventually(watching_after_the_list, within=30, what="both informers watching")
+        await label(direct, namespace, "1")  # delivered by both watches: they are connected and have
+        await eventually(  # 20-25 s until they end, nothing in flight: the freeze catches both
+            lambda: "1" in seen["typed"] and "1" in seen["metadata"], within=30, what="both watches flowing"
+        )
+        assert proxy.freeze() >= 2  # every open connection hangs, open: the two watches (and the pool)
+        frozen_at, since = time.monotonic(), len(log.sent)
+        resume_from = {"typed": typed.watcher.resource_version, "metadata": meta.watcher.resource_version}
+        stalls = {"typed": restarts(typed.name, "stall"), "metadata": restarts(meta.name, "stall")}
+        await label(direct, namespace, "2")
+        await eventually(
+            lambda: "2" in seen["typed"] and "2" in seen["metadata"],
+            within=60,  # 30 s (the default stall timeout) at most, plus a generous margin
+            what="the change made after the freeze, in both informers",
+        )
+        print(f"\nchange made after the freeze delivered {time.monotonic() - frozen_at:.1f} s after it")
+        after = log.on(path, since)
+        assert [s for s in after if not s.watch] == [], "a list was made after the freeze"
+        assert not [s for s in after if s.params.get("sendInitialEvents")], (
+            "a streaming list after the freeze"
+        )
+        for key, rv in resume_from.items():  # each resumed from where its frozen watch had got to
+            first = next(s for s in after if s.informer == key)
+            assert first.params.get("resourceVersion") == rv, (key, rv, first)
+        assert restarts(typed.name, "stall") == stalls["typed"] + 1
+        assert restarts(meta.name, "stall") == stalls["metadata"] + 1
+    proxy.thaw()
+
+
+async def test_a_healthy_idle_watch_is_reopened_once_per_timeout_from_its_last_version_without_a_list(
+    recorded: tuple[ApiClient, RequestLog], namespace: str
+) -> None:
+    client, log = recorded
+    cache = Cache(client, default_namespaces=[namespace], watch_stall_timeout=6)  # timeoutSeconds 3-4
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    informer = (await cache.get_informer(ConfigMap)).informers[namespace]
+    async with cache:
+        assert await cache.wait_for_cache_sync(60)
+        started, since = time.monotonic(), len(log.sent)
+        timeouts_before = restarts(informer.name, "timeout")
+        await eventually(
+            lambda: len([s for s in log.on(path, since) if s.watch]) >= 4, within=60, what="three re-watches"
+        )
+        ended = time.monotonic()
+    watches = [s for s in log.on(path, since) if s.watch and s.at <= ended]
+    assert [s for s in log.on(path, since) if not s.watch] == [], "a list was made by a healthy watch"
+    assert all(not s.params.get("sendInitialEvents") for s in watches)
+    shortest = min(int(s.params["timeoutSeconds"]) for s in watches)
+    assert 3 <= shortest <= 4
+    # once per timeout at most: the apiserver ends each watch after its timeoutSeconds, not sooner
+    assert len(watches) <= (ended - started) / shortest + 1
+    versions = [int(s.params["resourceVersion"]) for s in watches]
+    assert versions == sorted(versions), "each watch resumes from where the previous one ended"
+    assert restarts(informer.name, "timeout") >= timeouts_before + 2
+
+
 async def test_a_change_made_during_a_freeze_of_the_watches_is_cached_and_reconciled(
     config: Config, proxy: FaultProxy, direct: ApiClient, namespace: str
 ) -> None:
@@ -53,7 +221,7 @@ async def test_a_change_made_during_a_freeze_of_the_watches_is_cached_and_reconc
         config.with_options(host=proxy.url("https")),
         metrics_bind_address="0",
         health_probe_bind_address="0",
-        cache_options={"default_namespaces": [namespace], "watch_idle_timeout": 5.0},
+        cache_options={"default_namespaces": [namespace], "watch_stall_timeout": 6.0},
     )
     reconciled: dict[str, str | None] = {}
 
@@ -94,7 +262,7 @@ async def test_after_resets_and_delays_the_cache_converges_with_no_lost_or_repea
 ) -> None:
     proxied = ApiClient(config.with_options(host=proxy.url("https")))
     lw = await proxied.list_watcher(ConfigMap, ListOptions.build(namespace=namespace))
-    informer = Informer(lw, ConfigMap, backoff=Backoff(initial=0.05, cap=0.5), watch_idle_timeout=5.0)
+    informer = Informer(lw, ConfigMap, backoff=Backoff(initial=0.05, cap=0.5), watch_stall_timeout=6.0)
     seen: list[tuple[str, str, str]] = []  # (type, name, resourceVersion) as handlers saw them
 
     def record(kind: str, obj: Any) -> None:

@@ -16,12 +16,14 @@ from pyctrl.cache.watcher import (
     InitPage,
     Watcher,
     WatcherEvent,
-    _idle_bounded,
+    WatchStalled,
+    _bounded,
 )
-from pyctrl.client import Expired, Gone, Invalid, RequestTimeout, TransportError
+from pyctrl.client import Expired, Gone, Invalid, TransportError
 from pyctrl.client.watch import RawEvent, RawList
+from pyctrl.metrics import registry
 from pyctrl.testing import eventually
-from pyctrl.workqueue import FakeClock
+from pyctrl.workqueue import FakeClock, RealClock
 from tests.cache.scripted import ScriptedLW, bookmark, obj
 
 
@@ -148,21 +150,22 @@ async def test_an_expired_continue_token_restarts_the_list_as_a_consistent_read(
     await events.aclose()
 
 
-async def test_the_streaming_list_ends_at_the_initial_events_end_bookmark_and_keeps_watching() -> None:
+async def test_the_streaming_list_ends_at_the_initial_events_end_bookmark_and_a_watch_goes_on_from_it() -> (
+    None
+):
     lw = ScriptedLW()
     lw.watches.append(
-        [
-            RawEvent("ADDED", obj("a", "5")),
-            RawEvent("ADDED", obj("b", "6")),
-            bookmark("20", end=True),
-            RawEvent("MODIFIED", obj("a", "21")),
-        ]
+        [RawEvent("ADDED", obj("a", "5")), RawEvent("ADDED", obj("b", "6")), bookmark("20", end=True)]
     )
+    lw.watches.append([RawEvent("MODIFIED", obj("a", "21"))])
     watcher = Watcher(lw, backoff=fast_backoff())
     events = watcher.events()
     got = await take(events, 4)
     assert got == [Init(), InitPage([obj("a", "5"), obj("b", "6")]), InitDone("20"), Apply(obj("a", "21"))]
-    assert lw.calls == [("watch", "", True)]
+    assert lw.calls == [("watch", "", True), ("watch", "20", False)]
+    # the streaming list may take minutes (client-go's 5-10); the watch after it asks for the short timeout
+    assert 300 <= lw.timeouts[0] <= 600
+    assert lw.timeouts[1] <= 25
     await events.aclose()
 
 
@@ -217,29 +220,63 @@ def test_backoff_resets_after_two_healthy_minutes() -> None:
     assert backoff.next_delay() == 0.8
 
 
-async def test_a_watch_silent_for_the_idle_timeout_is_abandoned_and_resumed_from_the_last_version() -> None:
+def restarts(kind: str, cause: str) -> float:
+    return registry.get_sample_value("pyctrl_watch_restarts_total", {"kind": kind, "cause": cause}) or 0.0
+
+
+async def test_a_watch_that_does_not_end_in_time_is_abandoned_and_resumed_from_the_last_version() -> None:
+    clock = FakeClock()
     lw = ScriptedLW()
     lw.lists.append(RawList([], "10", None))
-    # the first watch delivers a bookmark and then nothing, never closing (a stalled connection)
+    # the first watch delivers a bookmark and then nothing, never closing (a frozen connection);
+    # the second ends as the apiserver ends a watch at its timeoutSeconds
     lw.watches.extend([[bookmark("14")], [RawEvent("ADDED", obj("a", "15"))]])
     original = lw.watch
 
-    async def stalling(**kwargs: object) -> AsyncGenerator[RawEvent, None]:
+    async def freezing(**kwargs: object) -> AsyncGenerator[RawEvent, None]:
         async for event in original(**kwargs):  # type: ignore[arg-type]
             yield event
         if kwargs["resource_version"] == "10":
             await asyncio.Event().wait()  # silent, open
 
-    lw.watch = stalling  # type: ignore[method-assign]
-    events = paged(lw, idle_timeout=0.2).events()
-    got = await take(events, 4)
-    assert got[3] == Apply(obj("a", "15"))
+    lw.watch = freezing  # type: ignore[method-assign]
+    backoff = Backoff(initial=0.0, cap=0.0, jitter=0.0, clock=clock)
+    watcher = Watcher(lw, watch_list=False, backoff=backoff, name="FrozenKind")
+    assert (watcher.stall_timeout, watcher.grace) == (30.0, 5.0)
+    events = watcher.events()
+    assert await take(events, 3) == [Init(), InitPage([]), InitDone("10")]
+    following = asyncio.ensure_future(anext(events))
+    await eventually(lambda: clock.pending() == 1, within=5, what="the first watch, waiting")
+    assert 20 <= lw.timeouts[0] <= 25  # (30 - 5) * [0.8, 1]: a healthy apiserver ends it by then
+    clock.step(lw.timeouts[0] + watcher.grace - 0.01)
+    assert clock.pending() == 1, "the deadline timer ran before timeoutSeconds + grace"
+    clock.step(0.01)  # timeoutSeconds + grace after it was opened: frozen
+    assert await asyncio.wait_for(following, 5) == Apply(obj("a", "15"))
     assert [c for c in lw.calls if c[0] == "watch"] == [("watch", "10", False), ("watch", "14", False)]
     assert [c for c in lw.calls if c[0] == "list"] == [("list", "0", 500, None)]  # resumed, not relisted
+    assert restarts("FrozenKind", "stall") == 1
+    third = asyncio.ensure_future(anext(events))  # the second watch ended on time: re-opened at once
+    await eventually(lambda: len(lw.calls) == 4, within=5, what="the third watch")
+    assert lw.calls[-1] == ("watch", "15", False)
+    assert restarts("FrozenKind", "timeout") == 1
+    assert restarts("FrozenKind", "error") == 0
+    third.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await third
     await events.aclose()
 
 
+async def test_a_deadline_reached_while_the_consumer_works_ends_the_watch_at_its_next_wait() -> None:
+    clock = FakeClock()
+    stream = _bounded(_spaced(2, 0), clock, deadline=10.0, idle=None)
+    assert (await anext(stream)).object["metadata"]["resourceVersion"] == "0"
+    clock.step(10)  # while the consumer holds the event
+    with pytest.raises(WatchStalled, match="did not end in time"):
+        await anext(stream)
+
+
 async def test_a_stalled_streaming_list_starts_over() -> None:
+    clock = FakeClock()
     lw = ScriptedLW()
     lw.watches.append([RawEvent("ADDED", obj("a", "5"))])  # ... then silence, no end bookmark
     lw.watches.append([RawEvent("ADDED", obj("a", "5")), bookmark("9", end=True)])
@@ -255,15 +292,20 @@ async def test_a_stalled_streaming_list_starts_over() -> None:
             await asyncio.Event().wait()
 
     lw.watch = stalling  # type: ignore[method-assign]
-    events = Watcher(lw, backoff=fast_backoff(), idle_timeout=0.2).events()
-    got = await take(events, 4)
-    assert got == [Init(), Init(), InitPage([obj("a", "5")]), InitDone("9")]
+    backoff = Backoff(initial=0.0, cap=0.0, jitter=0.0, clock=clock)
+    events = Watcher(lw, backoff=backoff, stall_timeout=6).events()
+    assert await take(events, 1) == [Init()]
+    rest = asyncio.ensure_future(take(events, 3))
+    await eventually(lambda: clock.pending() == 1, within=5, what="the streaming list, waiting")
+    clock.step(6)  # no event for stall_timeout: stalled
+    assert await rest == [Init(), InitPage([obj("a", "5")]), InitDone("9")]
     await events.aclose()
 
 
-def test_the_idle_timeout_must_be_positive() -> None:
-    with pytest.raises(ValueError, match="idle_timeout must be positive"):
-        Watcher(ScriptedLW(), idle_timeout=0)
+@pytest.mark.parametrize("seconds", [0, 2.9, float("nan")])
+def test_the_stall_timeout_must_be_at_least_3_seconds(seconds: float) -> None:
+    with pytest.raises(ValueError, match="stall_timeout must be at least 3 s"):
+        Watcher(ScriptedLW(), stall_timeout=seconds)
 
 
 async def _spaced(count: int, gap: float) -> AsyncGenerator[RawEvent, None]:
@@ -275,10 +317,10 @@ async def _spaced(count: int, gap: float) -> AsyncGenerator[RawEvent, None]:
 
 async def test_the_idle_bound_times_each_wait_not_the_whole_stream() -> None:
     # 40 events 0.05 s apart: 2 s in all, each wait far under the 1 s bound
-    stream = _idle_bounded(_spaced(40, 0.05), 1.0)
+    stream = _bounded(_spaced(40, 0.05), RealClock(), deadline=None, idle=1.0)
     got = [await anext(stream) for _ in range(40)]
     assert [e.object["metadata"]["resourceVersion"] for e in got] == [str(i) for i in range(40)]
-    with pytest.raises(RequestTimeout, match="no event or bookmark for 1 s"):
+    with pytest.raises(WatchStalled, match="no event or bookmark for 1 s"):
         await anext(stream)  # the silence after the last event (the generator is finished by it)
 
 
@@ -290,7 +332,7 @@ async def test_a_cancelled_wait_stays_a_cancellation_not_a_stall() -> None:
         await asyncio.Event().wait()
         yield RawEvent("MODIFIED", obj("a", "0"))  # never reached
 
-    stream = _idle_bounded(silent(), 30.0)
+    stream = _bounded(silent(), RealClock(), deadline=None, idle=30.0)
     waiting = asyncio.ensure_future(anext(stream))
     await started.wait()  # the bounded wait is under way, not merely scheduled
     waiting.cancel()

@@ -1,5 +1,6 @@
 """pyctrl.leaderelection: configuration checks and the client-go algorithm, two electors against
-the real apiserver with manual clocks (expiry is judged on the observer's clock)."""
+the real apiserver with manual clocks (expiry is judged on the observer's clock), and a leader
+whose connection freezes (pyctrl.testing.FaultProxy) stepping down."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
 from pyctrl.client import ApiClient, Lease, load_kubeconfig
 from pyctrl.client.objects import LeaseSpec, ObjectMeta
 from pyctrl.leaderelection import LeaderElectionConfig, LeaderElectionLost, LeaderElector, default_identity
-from pyctrl.testing import eventually
+from pyctrl.testing import FaultProxy, eventually
 from pyctrl.workqueue import FakeClock
 
 
@@ -210,3 +212,49 @@ async def test_a_cut_off_leader_gives_up_at_its_renew_deadline_on_its_clock_befo
     assert not await b.try_acquire_or_renew()  # the lease is still valid on b's clock at 3100...
     clock.step(10)
     assert await b.try_acquire_or_renew()  # ...and b takes it once it expired there
+
+
+@pytest.mark.controlplane
+async def test_a_leader_whose_renewal_hangs_on_a_frozen_connection_steps_down_before_a_standby_takes_over(
+    kubeconfig: Path, api: ApiClient, namespace: str
+) -> None:
+    config = await load_kubeconfig(kubeconfig)
+    server = urlsplit(config.host)
+    assert server.hostname
+    assert server.port
+    async with (
+        FaultProxy(server.hostname, server.port) as proxy,
+        ApiClient(config.with_options(host=proxy.url("https"))) as proxied,
+    ):
+        a, b = elector(proxied, namespace, "a"), elector(api, namespace, "b")  # 4 s / 3 s / 1 s
+        stop = asyncio.Event()
+        a_run = asyncio.create_task(a.run(stop))
+        await asyncio.wait_for(a.elected.wait(), 30)
+        b_run = asyncio.create_task(b.run(stop))
+        try:
+            # a renews through a kept-alive connection of its pool: freeze it right after a renewal
+            renewed = (await lease_spec(api, namespace)).renew_time
+            await eventually(
+                _renewed_since(api, namespace, renewed), within=30, what="a's next renewal", interval=0.05
+            )
+            assert proxy.freeze() >= 1
+            with pytest.raises(LeaderElectionLost, match="no renewal for 3"):
+                await asyncio.wait_for(a_run, 30)  # its renewal hangs; the renew deadline cuts it off
+            assert not a.is_leader()
+            assert not b.is_leader(), "the standby took the lease before the leader stepped down"
+            await asyncio.wait_for(b.elected.wait(), 30)
+            assert (await lease_spec(api, namespace)).holder_identity == "b"
+        finally:
+            proxy.thaw()
+            stop.set()
+            for task in (a_run, b_run):
+                task.cancel()
+            await asyncio.gather(a_run, b_run, return_exceptions=True)
+
+
+def _renewed_since(api: ApiClient, namespace: str, renew_time: object) -> Any:
+    async def check() -> bool:
+        spec = await lease_spec(api, namespace)
+        return spec.holder_identity == "a" and spec.renew_time != renew_time
+
+    return check

@@ -139,7 +139,7 @@ REFUSED: Mapping[str, str] = {
     "enable-debug-command": "enables DEBUG (crash, sleep, reload, arbitrary memory reads)",
     "enable-module-command": "enables MODULE LOAD (native code at run time)",
     "enable-protected-configs": "lets clients change protected settings such as dir",
-    "replica-announce-ip": "makes the node announce another address", # sic: both spellings
+    "replica-announce-ip": "makes the node announce another address",
     "replica-announce-port": "makes the node announce another address",
     "slave-announce-ip": "makes the node announce another address",
     "slave-announce-port": "makes the node announce another address",

@@ -17,7 +17,10 @@ Guarantees:
 - ``/readyz`` fails until the caches have synced, including informers created after start (by
   controllers' sources once elected), naming each informer not synced and its last list/watch
   error (``informer for Pod: Forbidden: ...``); ``/healthz`` has a ``ping`` check;
-- the client reads from the cache and writes to the apiserver; ``api_reader`` reads uncached;
+- the client reads from the cache and writes to the apiserver, except kinds in
+  ``disable_cache_for`` (controller-runtime ``client.Options.Cache.DisableFor``), which it reads
+  from the apiserver (no informer, no list/watch permission needed: a GET per read);
+  ``api_reader`` reads uncached;
 - warm standby (controller-runtime's warm replicas, ``EnableWarmup``; here ``warm_standby``, on
   by default): while waiting for the lease, every leader-only runnable that has ``warm_up(stop)``
   (controllers) runs it: the controllers' sources start, so their informers list and watch and
@@ -33,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pyctrl.cache import Cache, CacheOptions, Informers
@@ -140,6 +143,7 @@ class Manager:
         *,
         scheme: Scheme = default_scheme,
         cache_options: CacheOptions | None = None,
+        disable_cache_for: Sequence[Kind] = (),
         metrics_bind_address: str = ":8080",
         health_probe_bind_address: str = ":8081",
         leader_election: bool = False,
@@ -157,7 +161,7 @@ class Manager:
         self.scheme = scheme
         self.api_client = ApiClient(config, scheme=scheme)
         self.cache = Cache(self.api_client, **(cache_options or {}))
-        self.client = SplitClient(self.cache, self.api_client)
+        self.client = SplitClient(self.cache, self.api_client, uncached=disable_cache_for)
         self.api_reader = self.client.api_reader
         self.graceful_shutdown_timeout = graceful_shutdown_timeout
         self.elected = asyncio.Event()

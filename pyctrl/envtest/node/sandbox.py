@@ -17,9 +17,12 @@ by bind mounts and a chroot):
 5. with ``read_only_root`` (``readOnlyRootFilesystem``): every host directory's bind in the view
    and the view's tmpfs are remounted read-only (the volumes keep their own mode; mounts nested
    under a host directory on the host keep theirs);
-6. ``chroot`` into the view, ``chdir`` to workingDir (created in the view when missing),
-   ``PR_SET_NO_NEW_PRIVS`` with ``no_new_privs`` (``allowPrivilegeEscalation: false``) and
-   ``execve`` the container's executable with its argv and environment.
+6. ``chroot`` into the view, ``chdir`` to workingDir (created in the view when missing);
+7. with ``user`` (``runAsUser``/``runAsGroup``/``fsGroup``/``supplementalGroups``, resolved by
+   ``identity.py``): ``setgroups``, ``setgid``, ``setuid`` (a non-zero uid loses every
+   capability here), then ``PR_SET_NO_NEW_PRIVS`` with ``no_new_privs``
+   (``allowPrivilegeEscalation: false``) and ``execve`` the container's executable with its argv
+   and environment.
 
 Any failure before ``execve`` is written to the status pipe (``status_fd``) and the process exits
 128; a successful ``execve`` closes the pipe (close-on-exec) with nothing written, which is how the
@@ -148,6 +151,13 @@ def _setup(spec: dict[str, Any]) -> None:
         _mount(None, root, None, _MS_REMOUNT | _MS_RDONLY)
     os.chroot(root)
     os.chdir(workdir or "/")
+    user = spec.get("user")
+    if user:
+        os.setgroups(user["groups"])
+        if user["gid"] is not None:
+            os.setresgid(user["gid"], user["gid"], user["gid"])
+        if user["uid"] is not None:
+            os.setresuid(user["uid"], user["uid"], user["uid"])
 
 
 def main() -> None:

@@ -1,10 +1,12 @@
-"""The manager's secure metrics serving (controller-runtime ``metricsserver.Options{SecureServing:
-true, FilterProvider: filters.WithAuthenticationAndAuthorization}``) on the real control plane:
-HTTPS, ServiceAccount tokens from the TokenRequest API authenticated by TokenReview and
-authorized by SubjectAccessReview against RBAC, and the cache of those decisions."""
+"""The manager's least-privilege options on the real control plane: secure metrics serving
+(controller-runtime ``metricsserver.Options{SecureServing: true, FilterProvider:
+filters.WithAuthenticationAndAuthorization}``: HTTPS, ServiceAccount tokens from the TokenRequest
+API authenticated by TokenReview and authorized by SubjectAccessReview against RBAC, and the cache
+of those decisions) and kinds read without the cache (``DisableFor``)."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import ssl
 import uuid
@@ -16,8 +18,10 @@ import aiohttp
 import pytest
 
 from pyctrl.client import ApiClient, load_kubeconfig
-from pyctrl.client.errors import NotFound
+from pyctrl.client.errors import CacheNotStarted, NotFound
 from pyctrl.client.interfaces import Client
+from pyctrl.client.objects import ObjectMeta, Secret
+from pyctrl.envtest import Environment
 from pyctrl.manager import Manager, ManagerError
 from pyctrl.manager.filters import AuthFilter, with_authentication_and_authorization
 from pyctrl.testing import eventually
@@ -226,3 +230,44 @@ async def test_a_filter_or_certificates_without_secure_serving_are_refused(kubec
     with pytest.raises(OSError, match=r"cannot load the serving certificate /nonexistent/tls\.crt"):
         async with running(missing):
             pass
+
+
+async def test_a_kind_with_the_cache_disabled_is_read_by_get_without_list_or_watch(
+    envtest: Environment, api: ApiClient, namespace: str
+) -> None:
+    """controller-runtime ``client.Options.Cache.DisableFor``: a user allowed only ``get`` on
+    Secrets reads one through the manager's client; no informer is made for the kind."""
+    user = f"secret-getter-{namespace}"
+    rbac = "rbac.authorization.k8s.io/v1"
+    await api.create(
+        {
+            "apiVersion": rbac,
+            "kind": "Role",
+            "metadata": {"name": "get-secrets", "namespace": namespace},
+            "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}],
+        }
+    )
+    await api.create(
+        {
+            "apiVersion": rbac,
+            "kind": "RoleBinding",
+            "metadata": {"name": "get-secrets", "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "get-secrets"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+        }
+    )
+    await api.create(Secret(metadata=ObjectMeta(name="named", namespace=namespace), string_data={"k": "v"}))
+    config = await load_kubeconfig(envtest.add_user(user))
+    mgr = Manager(config, disable_cache_for=[Secret], metrics_bind_address="0", health_probe_bind_address="0")
+    cached = Manager(config, metrics_bind_address="0", health_probe_bind_address="0")
+    try:
+        got = await eventually(  # the RoleBinding reaches the apiserver's authorizer
+            lambda: mgr.client.get(Secret, "named", namespace=namespace), within=60, what="the GET allowed"
+        )
+        assert got.data == {"k": base64.b64encode(b"v").decode()}
+        assert not mgr.cache._kinds  # no informer: nothing listed or watched
+        with pytest.raises(CacheNotStarted):  # the default reads the cache (a list and watch)
+            await cached.client.get(Secret, "named", namespace=namespace)
+    finally:
+        await mgr.api_client.close()
+        await cached.api_client.close()

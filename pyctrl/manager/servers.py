@@ -25,7 +25,7 @@ from pyctrl.metrics import registry
 if TYPE_CHECKING:  # imported when an application is built (pyctrl._httpserver says why)
     from aiohttp import web
 
-    from pyctrl.manager.filters import Filter
+    from pyctrl.manager.filters import Filter, Handler
 
 __all__ = ["HTTPServer", "health_app", "metrics_app", "parse_bind_address"]
 
@@ -48,7 +48,14 @@ def metrics_app(filters: Sequence[Filter] = ()) -> web.Application:
         body = await asyncio.get_running_loop().run_in_executor(None, generate_latest, registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    app = web.Application(middlewares=list(filters))
+    def middleware(f: Filter) -> Callable[..., Awaitable[web.StreamResponse]]:
+        @web.middleware  # aiohttp 3 takes a callable as (request, handler) only when marked
+        async def run(request: web.Request, handler: Handler) -> web.StreamResponse:
+            return await f(request, handler)
+
+        return run
+
+    app = web.Application(middlewares=[middleware(f) for f in filters])
     app.router.add_get("/metrics", metrics)
     return app
 

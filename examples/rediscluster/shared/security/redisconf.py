@@ -30,7 +30,7 @@ Guarantees:
   built from the same :data:`ALLOWED`, :data:`KEY_PATTERN` and :data:`VALUE_PATTERN`: whatever the
   apiserver admits under them (lower-case canonical keys) :func:`check` accepts unless its
   quoting is broken, and whatever :func:`check` refuses by key or characters the apiserver
-  refuses too, naming the keys.
+  refuses too, naming the (first) offending key.
 """
 
 from __future__ import annotations

@@ -16,8 +16,13 @@ Guarantees:
   ``PartialObjectMetadata`` objects. As in controller-runtime, a read (or ``get_informer``) of one
   representation never answers from the other's informer: a metadata-only read of a kind whose
   full form is cached starts a metadata informer beside it (one more list and watch), and a full
-  read of a kind cached as metadata only starts a full informer; ``ByObject`` options of a kind
-  apply to both;
+  read of a kind cached as metadata only starts a full informer. ``ByObject`` options keyed by
+  the kind apply to both representations, unless options are keyed by its metadata-only form
+  (``by_object={Secret: ByObject(labels=...), PartialObjectMetadata.of(Secret): ByObject()}``):
+  then those apply to the metadata representation. So an operator can cache in full only the
+  Secrets carrying its label and still watch the metadata of all the others (least privilege:
+  no value of a Secret it does not own is ever held); controller-runtime keys ``ByObject`` by
+  GVK only, so it cannot give the two representations different selectors;
 - ``get``/``list`` answer from memory after the kind's informer synced; they raise
   :class:`~pyctrl.client.errors.CacheNotStarted` before ``start()`` and
   :class:`~pyctrl.client.errors.CacheSyncTimeout` when the informer cannot sync within
@@ -173,7 +178,15 @@ class Cache(ReaderBase):
                 f"watch_stall_timeout must be at least {MIN_STALL_TIMEOUT:g} s, got {watch_stall_timeout}"
             )
         self._source = source
-        self._by_object = {kind_gvk(k): v for k, v in (by_object or {}).items()}
+        # (kind, metadata only?) -> options; a kind's own entry stands for both representations
+        self._by_object: dict[tuple[GroupVersionKind, bool], ByObject] = {}
+        for k, v in (by_object or {}).items():
+            if not is_metadata_only(k):
+                self._by_object[(kind_gvk(k), False)] = v
+                self._by_object.setdefault((kind_gvk(k), True), v)
+        for k, v in (by_object or {}).items():
+            if is_metadata_only(k):
+                self._by_object[(kind_gvk(k), True)] = v
         self._default_namespaces = default_namespaces
         self._default_transform = default_transform
         self._resync_period = resync_period
@@ -254,7 +267,7 @@ class Cache(ReaderBase):
         return KindInformer(kind, ki.informers, ki.namespaced)
 
     async def _create(self, kind: Kind) -> KindInformer:
-        opts = self._by_object.get(kind_gvk(kind), ByObject())
+        opts = self._by_object.get((kind_gvk(kind), is_metadata_only(kind)), ByObject())
         mapping = await self._source.mapping(kind)
         namespaces = opts.namespaces if opts.namespaces is not None else self._default_namespaces
         scopes: list[str | None] = list(namespaces) if namespaces and mapping.namespaced else [None]

@@ -14,10 +14,19 @@ Guarantees:
 - with leader election, leader-only runnables start only after the lease is acquired (``elected``
   is set then) and are cancelled at once when leadership is lost, after which ``start`` raises
   ``LeaderElectionLost`` (controller-runtime exits the process then; the operator's ``main`` does);
+- the metrics server (controller-runtime ``metricsserver.Options``) serves plain HTTP unless
+  ``metrics_secure_serving``: then HTTPS with ``metrics_cert_dir``'s ``tls.crt``/``tls.key`` or a
+  self-signed certificate made at start, every request through ``metrics_filter_provider``'s
+  filter (``pyctrl.manager.filters.with_authentication_and_authorization``: TokenReview, then
+  SubjectAccessReview of ``get`` on ``/metrics``); a filter or a certificate directory without
+  secure serving is refused (a bearer token must not cross plain HTTP);
 - ``/readyz`` fails until the caches have synced, including informers created after start (by
   controllers' sources once elected), naming each informer not synced and its last list/watch
   error (``informer for Pod: Forbidden: ...``); ``/healthz`` has a ``ping`` check;
-- the client reads from the cache and writes to the apiserver; ``api_reader`` reads uncached;
+- the client reads from the cache and writes to the apiserver, except kinds in
+  ``disable_cache_for`` (controller-runtime ``client.Options.Cache.DisableFor``), which it reads
+  from the apiserver (no informer, no list/watch permission needed: a GET per read);
+  ``api_reader`` reads uncached;
 - warm standby (controller-runtime's warm replicas, ``EnableWarmup``; here ``warm_standby``, on
   by default): while waiting for the lease, every leader-only runnable that has ``warm_up(stop)``
   (controllers) runs it: the controllers' sources start, so their informers list and watch and
@@ -33,7 +42,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pyctrl.cache import Cache, CacheOptions, Informers
@@ -42,11 +52,13 @@ from pyctrl.client.scheme import Kind, Scheme, default_scheme
 from pyctrl.client.split import SplitClient
 from pyctrl.healthz import Checker, ping
 from pyctrl.log import get_logger
+from pyctrl.manager._certs import serving_context
 from pyctrl.manager.servers import HTTPServer, health_app, metrics_app, parse_bind_address
 from pyctrl.recorder import EventBroadcaster, EventRecorder
 
 if TYPE_CHECKING:  # at run time imported where used: a manager without them never loads them
     from pyctrl.leaderelection import LeaderElector
+    from pyctrl.manager.filters import FilterProvider
     from pyctrl.webhook import Server as WebhookServer
 
 __all__ = ["Manager", "ManagerError", "ManagerProtocol", "Runnable", "WebhookHost"]
@@ -140,7 +152,11 @@ class Manager:
         *,
         scheme: Scheme = default_scheme,
         cache_options: CacheOptions | None = None,
+        disable_cache_for: Sequence[Kind] = (),
         metrics_bind_address: str = ":8080",
+        metrics_secure_serving: bool = False,
+        metrics_filter_provider: FilterProvider | None = None,
+        metrics_cert_dir: str | Path | None = None,
         health_probe_bind_address: str = ":8081",
         leader_election: bool = False,
         leader_election_id: str | None = None,
@@ -157,12 +173,20 @@ class Manager:
         self.scheme = scheme
         self.api_client = ApiClient(config, scheme=scheme)
         self.cache = Cache(self.api_client, **(cache_options or {}))
-        self.client = SplitClient(self.cache, self.api_client)
+        self.client = SplitClient(self.cache, self.api_client, uncached=disable_cache_for)
         self.api_reader = self.client.api_reader
         self.graceful_shutdown_timeout = graceful_shutdown_timeout
         self.elected = asyncio.Event()
         self.log = get_logger("pyctrl.manager")
         self._metrics_address = parse_bind_address(metrics_bind_address)
+        if not metrics_secure_serving and (metrics_filter_provider or metrics_cert_dir):
+            raise ManagerError(
+                "metrics_filter_provider and metrics_cert_dir need metrics_secure_serving=True "
+                "(bearer tokens must not cross plain HTTP)"
+            )
+        self._metrics_secure = metrics_secure_serving
+        self._metrics_filter_provider = metrics_filter_provider
+        self._metrics_cert_dir = metrics_cert_dir
         self._probe_address = parse_bind_address(health_probe_bind_address)
         self.healthz_checks: dict[str, Checker] = {"ping": ping}
         self.readyz_checks: dict[str, Checker] = {"ping": ping, "cache-sync": self._cache_synced}
@@ -320,14 +344,21 @@ class Manager:
 
     async def _start_servers(self) -> None:
         if self._metrics_address is not None:
-            self.metrics_server = HTTPServer("metrics", metrics_app(), *self._metrics_address)
+            provider = self._metrics_filter_provider
+            filters = [provider(self.api_client)] if provider is not None else []
+            context = serving_context(self._metrics_cert_dir) if self._metrics_secure else None
+            app = metrics_app(filters)
+            self.metrics_server = HTTPServer("metrics", app, *self._metrics_address, ssl_context=context)
         if self._probe_address is not None:
             app = health_app(self.healthz_checks, self.readyz_checks)
             self.probe_server = HTTPServer("health probe", app, *self._probe_address)
         for server in (self.metrics_server, self.probe_server):
             if server is not None:
                 await server.listen()
-                self.log.info("Serving", server=server.name, address=f"{server.host}:{server.port}")
+                https = server.ssl_context is not None
+                self.log.info(
+                    "Serving", server=server.name, address=f"{server.host}:{server.port}", https=https
+                )
                 self._servers.runnables.append(server)
         self._servers.start_all()
 

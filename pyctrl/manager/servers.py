@@ -1,6 +1,11 @@
 """The manager's HTTP servers: Prometheus metrics and health probes (controller-runtime
 ``pkg/metrics/server`` and the manager's probe listener).
 
+The metrics server serves plain HTTP by default, or HTTPS (``SecureServing``) with a certificate
+from a directory or a self-signed one (:mod:`pyctrl.manager._certs`), and runs its requests
+through filters (aiohttp middlewares; ``FilterProvider``), such as
+:func:`pyctrl.manager.filters.with_authentication_and_authorization`.
+
 Bind addresses follow controller-runtime: ``":8080"`` (all interfaces), ``"127.0.0.1:0"`` (a free
 port, read back from ``.port``), ``"0"`` or ``""`` (disabled).
 """
@@ -8,7 +13,7 @@ port, read back from ``.port``), ``"0"`` or ``""`` (disabled).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -19,6 +24,8 @@ from pyctrl.metrics import registry
 
 if TYPE_CHECKING:  # imported when an application is built (pyctrl._httpserver says why)
     from aiohttp import web
+
+    from pyctrl.manager.filters import Filter, Handler
 
 __all__ = ["HTTPServer", "health_app", "metrics_app", "parse_bind_address"]
 
@@ -33,14 +40,22 @@ def parse_bind_address(address: str) -> tuple[str, int] | None:
     return host or "0.0.0.0", int(port)
 
 
-def metrics_app() -> web.Application:
+def metrics_app(filters: Sequence[Filter] = ()) -> web.Application:
+    """``/metrics`` of pyctrl's registry, every request through ``filters`` first."""
     from aiohttp import web
 
     async def metrics(_: web.Request) -> web.Response:
         body = await asyncio.get_running_loop().run_in_executor(None, generate_latest, registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    app = web.Application()
+    def middleware(f: Filter) -> Callable[..., Awaitable[web.StreamResponse]]:
+        @web.middleware  # aiohttp 3 takes a callable as (request, handler) only when marked
+        async def run(request: web.Request, handler: Handler) -> web.StreamResponse:
+            return await f(request, handler)
+
+        return run
+
+    app = web.Application(middlewares=[middleware(f) for f in filters])
     app.router.add_get("/metrics", metrics)
     return app
 

@@ -17,6 +17,7 @@ from pyctrl.client import (
     HTTPTransport,
     ListOptions,
     NotAcceptable,
+    NotFound,
     ObjectMeta,
     PartialObjectMetadata,
     Secret,
@@ -183,3 +184,31 @@ async def test_an_apiserver_not_serving_the_representation_gives_a_clear_error(
             await anext(aiter(events))
     finally:
         await client.close()
+
+
+async def test_the_metadata_representation_can_have_options_of_its_own(backend: Backend) -> None:
+    # least privilege: Secrets in full only with the operator's label, every Secret's metadata
+    ns, client = backend.namespace, backend.client
+    await client.create(secret(ns, "owned", {"managed-by": "op"}))
+    await client.create(secret(ns, "users", {"team": "a"}))
+    by_object: dict[Kind, ByObject] = {Secret: ByObject(labels={"managed-by": "op"}), SecretMeta: ByObject()}
+    async with Cache(cast(ListWatchSource, client), by_object=by_object, default_namespaces=[ns]) as cache:
+        full = await cache.list(Secret, namespace=ns)
+        assert [(s.name, s.data) for s in full.items] == [("owned", {"payload": PAYLOAD})]
+        with pytest.raises(NotFound):
+            await cache.get(Secret, "users", namespace=ns)  # never held in full
+        meta = await cache.list(SecretMeta, namespace=ns)
+        assert sorted(s.name for s in meta.items) == ["owned", "users"]
+        assert all("data" not in s.model_dump(by_alias=True) for s in meta.items)
+        stored = (await cache.get_informer(SecretMeta)).informers[ns].store.get(ns, "users")
+        assert stored is not None
+        assert PAYLOAD.encode() not in stored
+
+
+async def test_a_kinds_own_options_still_apply_to_its_metadata_representation(backend: Backend) -> None:
+    ns, client = backend.namespace, backend.client
+    await client.create(secret(ns, "owned", {"managed-by": "op"}))
+    await client.create(secret(ns, "users", {"team": "a"}))
+    by_object: dict[Kind, ByObject] = {Secret: ByObject(labels={"managed-by": "op"})}
+    async with Cache(cast(ListWatchSource, client), by_object=by_object, default_namespaces=[ns]) as cache:
+        assert [s.name for s in (await cache.list(SecretMeta, namespace=ns)).items] == ["owned"]

@@ -1,6 +1,7 @@
 """What the local node enforces of a container's securityContext, on the real control plane:
 readOnlyRootFilesystem (the root is read-only, volumes are not), allowPrivilegeEscalation: false
-(no_new_privs), and the kubelet's runAsNonRoot check (refused without a non-zero runAsUser)."""
+(no_new_privs), the kubelet's runAsNonRoot check (refused without a non-zero runAsUser), and
+runAsUser/runAsGroup/fsGroup/supplementalGroups (the processes' ids, volume ownership, exec)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from typing import Any
 import pytest
 
 from pyctrl.envtest import Environment
+from pyctrl.envtest.node.identity import home_for
 from pyctrl.envtest.node.pod import LOG_DIR_ANNOTATION
 from pyctrl.testing import eventually
+from tests.node.helpers import kubectl
 
 pytestmark = pytest.mark.controlplane
 
@@ -84,3 +87,84 @@ async def test_the_node_enforces_a_read_only_root_no_new_privileges_and_run_as_n
     assert "container has runAsNonRoot and image will run as root" in settled["no-user"]["waiting"]["message"]
     assert settled["root-user"]["waiting"]["reason"] == "CreateContainerConfigError"
     assert "runAsUser breaks non-root policy" in settled["root-user"]["waiting"]["message"]
+
+
+IDS = (
+    "echo uid=$(id -u) gid=$(id -g) groups=$(id -G); grep CapEff /proc/self/status; echo HOME=$HOME; "
+    "stat -c 'scratch %g %a' /scratch; touch /scratch/new && stat -c 'new %g' /scratch/new; "
+    "echo secret=$(cat /secret/password); echo reported; exec sleep 3600"
+)
+
+
+async def test_the_node_runs_containers_as_run_as_user_group_fs_group_and_supplemental_groups(
+    envtest: Environment, namespace: str
+) -> None:
+    envtest.http.request(
+        "POST",
+        f"/api/v1/namespaces/{namespace}/secrets",
+        {"metadata": {"name": "creds"}, "stringData": {"password": "s3cret"}},
+    )
+    restricted = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    pod = {
+        "metadata": {"name": "ids"},
+        "spec": {
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": 5000,  # no passwd entry on the host: no groups of its own
+                "runAsGroup": 3000,
+                "fsGroup": 2000,
+                "supplementalGroups": [4000],
+            },
+            "containers": [
+                {
+                    "name": "report",
+                    "image": "redis:7",
+                    "command": ["sh", "-c", IDS],
+                    "securityContext": restricted,
+                    "volumeMounts": [
+                        {"name": "scratch", "mountPath": "/scratch"},
+                        {"name": "creds", "mountPath": "/secret"},
+                    ],
+                },
+                {
+                    "name": "other-user",
+                    "image": "redis:7",
+                    "command": ["sh", "-c", "echo uid=$(id -u) gid=$(id -g); echo reported; exec sleep 3600"],
+                    "securityContext": {**restricted, "runAsUser": 5001},
+                },
+            ],
+            "volumes": [
+                {"name": "scratch", "emptyDir": {}},
+                {"name": "creds", "secret": {"secretName": "creds", "defaultMode": 0o440}},
+            ],
+        },
+    }
+    envtest.http.request("POST", f"/api/v1/namespaces/{namespace}/pods", pod)
+
+    def log_dir() -> Path | None:
+        found = envtest.http.get(f"/api/v1/namespaces/{namespace}/pods/ids")
+        statuses = found.get("status", {}).get("containerStatuses") or []
+        if len(statuses) == 2 and all("running" in s["state"] for s in statuses):
+            return Path(found["metadata"]["annotations"][LOG_DIR_ANNOTATION])
+        return None
+
+    logs = await eventually(log_dir, within=60, what="both containers running", interval=0.3)
+
+    def reported(container: str) -> str | None:
+        path = logs / f"{container}.log"
+        text = path.read_text() if path.exists() else ""
+        return text if "reported" in text else None
+
+    report = await eventually(lambda: reported("report"), within=30, what="the report")
+    ids = next(line for line in report.splitlines() if line.startswith("uid="))
+    assert ids.startswith("uid=5000 gid=3000 groups=")
+    assert set(ids.split("groups=")[1].split()) == {"3000", "4000", "2000"}  # the kernel sorts them
+    assert "CapEff:\t0000000000000000" in report  # a non-root uid holds no capability
+    assert f"HOME={home_for(5000)}" in report  # "/" for a uid the image does not know
+    assert "scratch 2000 2777" in report  # emptyDir: group fsGroup, setgid, world-writable
+    assert "new 2000" in report  # a new file inherits the fsGroup (setgid directory)
+    assert "secret=s3cret" in report  # mode 0440, group fsGroup: readable by uid 5000
+    other = await eventually(lambda: reported("other-user"), within=30, what="the other report")
+    assert "uid=5001 gid=3000" in other  # the container's runAsUser over the Pod's
+    done = kubectl(envtest, "exec", "-n", namespace, "ids", "-c", "report", "--", "id", "-u")
+    assert (done.returncode, done.stdout.strip()) == (0, "5000"), done.stderr  # exec runs as the user

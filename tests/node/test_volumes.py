@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
 import stat
 from pathlib import Path
 from typing import Any
@@ -197,3 +198,64 @@ def test_host_path_directory_or_create_is_created(tmp_path: Path) -> None:
     p = pod([{"name": "h", "hostPath": {"path": str(target), "type": "DirectoryOrCreate"}}])
     assert prepare(p, tmp_path / "pod", context(p)) == {"h": str(target)}
     assert target.is_dir()
+
+
+FS_GROUP = 2345
+
+
+def _group_and_mode(path: Path) -> tuple[int, int]:
+    info = path.lstat()
+    return info.st_gid, stat.S_IMODE(info.st_mode)
+
+
+def test_fs_group_owns_claims_and_empty_dirs_and_makes_api_files_group_readable(tmp_path: Path) -> None:
+    claim = tmp_path / "pv"
+    (claim / "sub").mkdir(parents=True)
+    (claim / "sub" / "dump.rdb").write_bytes(b"x")
+    (claim / "sub" / "dump.rdb").chmod(0o600)
+    p = pod(
+        [
+            {"name": "data", "persistentVolumeClaim": {"claimName": "data-web-0"}},
+            {"name": "scratch", "emptyDir": {}},
+            {"name": "creds", "secret": {"secretName": "creds", "defaultMode": 0o400}},
+        ]
+    )
+    p["spec"]["securityContext"] = {"fsGroup": FS_GROUP}
+    paths = prepare(p, tmp_path / "pod", context(p, claims={"ns/data-web-0": str(claim)}))
+    assert _group_and_mode(claim) == (FS_GROUP, 0o2775)
+    assert _group_and_mode(claim / "sub") == (FS_GROUP, 0o2775)
+    assert _group_and_mode(claim / "sub" / "dump.rdb") == (FS_GROUP, 0o660)
+    assert _group_and_mode(Path(paths["scratch"])) == (FS_GROUP, 0o2777)
+    secret = Path(paths["creds"]) / "password"
+    assert _group_and_mode(secret.resolve()) == (FS_GROUP, 0o440)  # 0400 + group read
+    assert secret.read_bytes() == b"pw"
+    # refreshed with the same content: nothing rewritten (the group bits are part of what is due)
+    assert asyncio.run(refresh_volumes(p, tmp_path / "pod", context(p))) == []
+
+
+def test_without_fs_group_nothing_is_chowned_and_empty_dirs_are_world_writable(tmp_path: Path) -> None:
+    claim = tmp_path / "pv"
+    claim.mkdir()
+    claim.chmod(0o700)
+    p = pod(
+        [{"name": "data", "persistentVolumeClaim": {"claimName": "c"}}, {"name": "scratch", "emptyDir": {}}]
+    )
+    paths = prepare(p, tmp_path / "pod", context(p, claims={"ns/c": str(claim)}))
+    assert _group_and_mode(claim) == (0, 0o700)
+    assert _group_and_mode(Path(paths["scratch"])) == (0, 0o777)
+
+
+def test_on_root_mismatch_skips_a_claim_whose_root_is_already_right(tmp_path: Path) -> None:
+    claim = tmp_path / "pv"
+    claim.mkdir()
+    (claim / "file").write_bytes(b"")
+    (claim / "file").chmod(0o600)
+    os.chown(claim, -1, FS_GROUP)
+    claim.chmod(0o2770)
+    p = pod([{"name": "data", "persistentVolumeClaim": {"claimName": "c"}}])
+    p["spec"]["securityContext"] = {"fsGroup": FS_GROUP, "fsGroupChangePolicy": "OnRootMismatch"}
+    prepare(p, tmp_path / "pod", context(p, claims={"ns/c": str(claim)}))
+    assert _group_and_mode(claim / "file") == (0, 0o600)  # not walked: the root matched
+    p["spec"]["securityContext"] = {"fsGroup": FS_GROUP}  # Always (the default) walks it
+    prepare(p, tmp_path / "pod2", context(p, claims={"ns/c": str(claim)}))
+    assert _group_and_mode(claim / "file") == (FS_GROUP, 0o660)

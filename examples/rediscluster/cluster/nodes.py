@@ -4,14 +4,39 @@ Frozen data and pure parsing, no I/O (the admin layer, ``cluster.admin``, fetche
 ``CLUSTER NODES`` lines are ``<id> <ip:port@cport[,hostname]> <flags> <master|-> <ping-sent>
 <pong-recv> <config-epoch> <link-state> <slot> ...``; slot entries are ``a-b`` or ``a``, and on the
 ``myself`` line also ``[s->-<id>]`` (MIGRATING to id) and ``[s-<-<id>]`` (IMPORTING from id).
+
+A reply is bounded before it is believed (a node may run a hostile image): at most
+:data:`MAX_NODES` lines and :data:`MAX_REPLY_CHARS` characters, every slot within ``0 .. 16383``,
+at most 16384 slots over all lines together (Redis 7 lists each slot under its one owner) and at
+most 16384 slot entries; ids of at most 40 characters. Anything else is ``ValueError`` naming
+what was exceeded. Slots are held as runs (:class:`~examples.rediscluster.cluster.slots.SlotSet`),
+and ids, addresses and flag sets are interned, so the operator's memory for the views of a
+600-pod cluster stays in tens of MiB (``benchmarks/slot_views_bench.py``).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
-__all__ = ["NodeFacts", "PeerView", "parse_cluster_info", "parse_cluster_nodes"]
+from examples.rediscluster.cluster.slots import EMPTY_SLOTS, SLOTS, SlotSet
+
+__all__ = [
+    "MAX_NODES",
+    "MAX_REPLY_CHARS",
+    "NodeFacts",
+    "PeerView",
+    "parse_cluster_info",
+    "parse_cluster_nodes",
+]
+
+#: Redis Cluster's design limit is about 1000 nodes; a reply listing more is refused.
+MAX_NODES = 1000
+#: A reply longer than this is refused (a 1000-node reply with 16384 single-slot entries is ~0.3 M).
+MAX_REPLY_CHARS = 4_000_000
+_ID_CHARS = 40  # CLUSTER_NAMELEN
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +50,12 @@ class PeerView:
     master_id: str | None
     config_epoch: int
     connected: bool
-    slots: frozenset[int] = frozenset()
+    #: Any set of slots may be given; it is held as a :class:`SlotSet` (runs).
+    slots: AbstractSet[int] = EMPTY_SLOTS
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.slots, SlotSet):
+            object.__setattr__(self, "slots", SlotSet(self.slots) if self.slots else EMPTY_SLOTS)
 
     @property
     def is_master(self) -> bool:
@@ -70,48 +100,88 @@ class NodeFacts:
         )
 
 
-def _slot_token(token: str, slots: set[int], migrating: dict[int, str], importing: dict[int, str]) -> None:
+def _slot_number(text: str) -> int:
+    if not text.isdigit() or int(text) >= SLOTS:
+        raise ValueError(f"CLUSTER NODES reply has slot {text[:20]!r} outside 0 .. {SLOTS - 1}")
+    return int(text)
+
+
+def _node_id(text: str) -> str:
+    if not 0 < len(text) <= _ID_CHARS:
+        raise ValueError(f"CLUSTER NODES reply has a node id of {len(text)} characters (at most {_ID_CHARS})")
+    return sys.intern(text)
+
+
+def _slot_token(
+    token: str, runs: list[tuple[int, int]], migrating: dict[int, str], importing: dict[int, str]
+) -> None:
     if token.startswith("["):
         body = token.strip("[]")
         if "->-" in body:
             slot, _, target = body.partition("->-")
-            migrating[int(slot)] = target
+            migrating[_slot_number(slot)] = _node_id(target)
         elif "-<-" in body:
             slot, _, source = body.partition("-<-")
-            importing[int(slot)] = source
+            importing[_slot_number(slot)] = _node_id(source)
         return
     first, _, last = token.partition("-")
-    slots.update(range(int(first), int(last or first) + 1))
+    runs.append((_slot_number(first), _slot_number(last or first)))
+
+
+_FLAGS: dict[str, frozenset[str]] = {}  # interned flag sets: a handful of distinct ones
+
+
+def _flags(text: str) -> frozenset[str]:
+    found = _FLAGS.get(text)
+    if found is None:
+        if len(_FLAGS) >= 256 or len(text) > 200:  # bounded: a hostile reply cannot grow it
+            return frozenset(text.split(","))
+        found = _FLAGS[sys.intern(text)] = frozenset(sys.intern(f) for f in text.split(","))
+    return found
 
 
 def parse_cluster_nodes(text: str) -> tuple[str, dict[str, PeerView], dict[int, str], dict[int, str]]:
-    """(my id, id -> view, migrating, importing) from a ``CLUSTER NODES`` reply."""
+    """(my id, id -> view, migrating, importing) from a ``CLUSTER NODES`` reply; ValueError for a
+    reply past the bounds of the module docstring."""
+    if len(text) > MAX_REPLY_CHARS:
+        raise ValueError(f"CLUSTER NODES reply of {len(text)} characters (at most {MAX_REPLY_CHARS})")
+    lines = text.splitlines()
+    if len(lines) > MAX_NODES:
+        raise ValueError(f"CLUSTER NODES reply lists {len(lines)} nodes (at most {MAX_NODES})")
     me, peers = "", {}
     migrating: dict[int, str] = {}
     importing: dict[int, str] = {}
-    for line in text.splitlines():
+    total_slots = total_entries = 0
+    for line in lines:
         parts = line.split()
         if len(parts) < 8:
             continue
-        node_id, addr, flags = parts[0], parts[1], frozenset(parts[2].split(","))
+        total_entries += len(parts) - 8
+        if total_entries > SLOTS:
+            raise ValueError(f"CLUSTER NODES reply has more than {SLOTS} slot entries")
+        node_id, addr, flags = _node_id(parts[0]), parts[1], _flags(parts[2])
         hostport = addr.split("@", 1)[0].split(",", 1)[0]
         ip, _, port = hostport.rpartition(":")
-        slots: set[int] = set()
+        runs: list[tuple[int, int]] = []
         mine_m: dict[int, str] = {}
         mine_i: dict[int, str] = {}
         for token in parts[8:]:
-            _slot_token(token, slots, mine_m, mine_i)
+            _slot_token(token, runs, mine_m, mine_i)
+        slots = SlotSet.from_runs(runs) if runs else EMPTY_SLOTS
+        total_slots += len(slots)
+        if total_slots > SLOTS:
+            raise ValueError(f"CLUSTER NODES reply assigns more than {SLOTS} slots")
         if "myself" in flags:
             me, migrating, importing = node_id, mine_m, mine_i
         peers[node_id] = PeerView(
             node_id=node_id,
-            ip=ip,
-            port=int(port) if port.isdigit() else 0,
+            ip=sys.intern(ip[:255]),
+            port=int(port) if port.isdigit() and len(port) <= 5 else 0,
             flags=flags,
-            master_id=None if parts[3] == "-" else parts[3],
-            config_epoch=int(parts[6]) if parts[6].isdigit() else 0,
+            master_id=None if parts[3] == "-" else _node_id(parts[3]),
+            config_epoch=int(parts[6]) if parts[6].isdigit() and len(parts[6]) <= 20 else 0,
             connected=parts[7] == "connected",
-            slots=frozenset(slots),
+            slots=slots,
         )
     if not me:
         raise ValueError("CLUSTER NODES reply has no myself line")

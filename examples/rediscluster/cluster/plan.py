@@ -215,10 +215,10 @@ def _claimed(c: _Cluster) -> set[int]:
     """Slots any node claims or any reachable node's view assigns."""
     out: set[int] = set()
     for m in c.members:
-        out |= m.slots
+        out.update(m.slots)
         if m.facts is not None:
             for peer in m.facts.peers.values():
-                out |= peer.slots
+                out.update(peer.slots)
     return out
 
 

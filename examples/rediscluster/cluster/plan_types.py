@@ -6,9 +6,11 @@ re-exports every name here (as ``topology_types`` is to ``topology`` in replicat
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from examples.rediscluster.cluster.nodes import NodeFacts
+from examples.rediscluster.cluster.slots import EMPTY_SLOTS
 
 __all__ = [
     "SHARD_LABEL",
@@ -51,9 +53,9 @@ class Member:
         return self.facts.node_id if self.facts is not None else None
 
     @property
-    def slots(self) -> frozenset[int]:
-        """Slots this node itself claims (its ``myself`` line)."""
-        return self.facts.me.slots if self.facts is not None else frozenset()
+    def slots(self) -> AbstractSet[int]:
+        """Slots this node itself claims (its ``myself`` line), held as runs."""
+        return self.facts.me.slots if self.facts is not None else EMPTY_SLOTS
 
     @property
     def is_master(self) -> bool:

@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from examples.rediscluster.api import RedisCluster, RedisClusterPhase, RedisClusterStatus, ShardStatus
@@ -51,7 +52,7 @@ def _seed(members: Sequence[Member]) -> Member | None:
     return min((m for m in members if m.reachable), key=lambda m: m.ordinal, default=None)
 
 
-def _owner(members: Sequence[Member], pods: Sequence[Member]) -> tuple[Member, frozenset[int]] | None:
+def _owner(members: Sequence[Member], pods: Sequence[Member]) -> tuple[Member, AbstractSet[int]] | None:
     """The shard pod serving slots: itself answering, else as the seed node sees it (by address)."""
     serving = [m for m in pods if m.reachable and m.is_master and m.slots]
     if serving:
@@ -116,9 +117,9 @@ def _slots(members: Sequence[Member]) -> tuple[str | None, int, int]:
     ok: set[int] = set()
     for peer in seed.facts.peers.values():
         if peer.is_master:
-            assigned |= peer.slots
+            assigned.update(peer.slots)
             if not peer.failing:
-                ok |= peer.slots
+                ok.update(peer.slots)
     return seed.facts.cluster_state, len(assigned), len(ok)
 
 

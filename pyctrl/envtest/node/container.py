@@ -37,6 +37,7 @@ from typing import Any, Protocol
 
 from pyctrl.envtest.node import logs
 from pyctrl.envtest.node.envvars import ContainerConfigError, expand, static_env
+from pyctrl.envtest.node.identity import Credentials
 from pyctrl.envtest.node.images import ImageNotMapped, StartError
 from pyctrl.envtest.node.probes import ProbeContext, ProbeResult, ProbeSpec, ProbeTracker, check, run_handler
 from pyctrl.envtest.node.runtime import ContainerProcess, Launch, exec_in, spawn_in, start_container
@@ -99,6 +100,7 @@ class Container:
         self.process: ContainerProcess | None = None
         self.image_id = ""
         self._env: dict[str, str] = {}
+        self._user: Credentials | None = None  # the running instance's ids (exec, probes)
         self._stopping = asyncio.Event()
         self._probes: list[asyncio.Task[None]] = []
         self._live_kill: asyncio.Task[int] | None = None
@@ -133,7 +135,9 @@ class Container:
         if self.process is None or not self.running():
             raise RuntimeError(f"container {self.name} is not running")
         env = dict(self._env, TERM=self._env.get("TERM", "xterm")) if terminal is not None else self._env
-        return await spawn_in(self.process.pid, argv, env, stdin=stdin, merge_stderr=False, terminal=terminal)
+        return await spawn_in(
+            self.process.pid, argv, env, stdin=stdin, merge_stderr=False, terminal=terminal, user=self._user
+        )
 
     def _set(self, state: dict[str, Any], *, ready: bool | None = None) -> None:
         self.state = state
@@ -180,6 +184,7 @@ class Container:
                 continue
             else:
                 self._env = launch.env
+                self._user = launch.user
                 code = await self._supervise(self.process, started_at)
                 self._add_termination_message(launch, code)
             self.ready, self.started = False, False
@@ -272,7 +277,7 @@ class Container:
 
     def _probe_context(self, process: ContainerProcess) -> ProbeContext:
         ports = {p["name"]: int(p["containerPort"]) for p in self.spec.get("ports") or [] if p.get("name")}
-        run = partial(exec_in, process.pid, env=self._env)
+        run = partial(exec_in, process.pid, env=self._env, user=self._user)
         static = static_env(self.spec)
         return ProbeContext(
             pod_ip=self.host.pod_ip,

@@ -36,7 +36,8 @@ from urllib.parse import urlsplit
 
 from pyctrl.envtest.node.addresses import AddressPool
 from pyctrl.envtest.node.container import Backoff, Container
-from pyctrl.envtest.node.envvars import PodFacts, build_env, decode_data, expand
+from pyctrl.envtest.node.envvars import ContainerConfigError, PodFacts, build_env, decode_data, expand
+from pyctrl.envtest.node.identity import credentials_for, home_for
 from pyctrl.envtest.node.images import (
     DEFAULT_PATH,
     ImageMap,
@@ -182,7 +183,7 @@ class PodWorker:
         base = {
             "PATH": DEFAULT_PATH,
             "HOSTNAME": hostname,
-            "HOME": "/root",
+            "HOME": home_for(_run_as_user(self.pod["spec"], spec)),
             "KUBERNETES_SERVICE_HOST": server.hostname or "127.0.0.1",
             "KUBERNETES_SERVICE_PORT": port,
             "KUBERNETES_SERVICE_PORT_HTTPS": port,
@@ -198,6 +199,10 @@ class PodWorker:
         executable, argv = resolve_argv(image, expanded, env)
         security = {**(self.pod["spec"].get("securityContext") or {}), **(spec.get("securityContext") or {})}
         verify_run_as_non_root(security, f"{self.namespace}/{self.name}", str(spec["name"]))
+        try:
+            user = credentials_for(self.pod["spec"], spec)
+        except ValueError as exc:
+            raise ContainerConfigError(str(exc)) from None
         api_data = {
             v["name"]
             for v in self.pod["spec"].get("volumes") or []
@@ -218,6 +223,7 @@ class PodWorker:
         termination_log = self.pod_dir / f"{name}.termination-log"
         termination_log.parent.mkdir(parents=True, exist_ok=True)
         termination_log.write_bytes(b"")  # each start begins with no message
+        termination_log.chmod(0o666)  # the kubelet's mode: writable whatever user the container is
         mounts.append(
             Mount(str(termination_log), spec.get("terminationMessagePath") or "/dev/termination-log")
         )
@@ -234,6 +240,7 @@ class PodWorker:
             termination_log=termination_log,
             read_only_root=bool(security.get("readOnlyRootFilesystem")),
             no_new_privs=security.get("allowPrivilegeEscalation") is False,
+            user=user,
         )
 
     async def _lookup(self, kind: str, namespace: str, name: str) -> dict[str, bytes] | None:
@@ -444,3 +451,10 @@ class PodWorker:
                 log.warning("pod %s/%s: delete failed: %s", self.namespace, self.name, exc)
             await self._wait(lambda: self.removed, retry=delay)
             delay = min(delay * 2, 10.0)
+
+
+def _run_as_user(pod_spec: Mapping[str, Any], container: Mapping[str, Any]) -> int | None:
+    value = (container.get("securityContext") or {}).get("runAsUser")
+    if value is None:
+        value = (pod_spec.get("securityContext") or {}).get("runAsUser")
+    return value if isinstance(value, int) else None

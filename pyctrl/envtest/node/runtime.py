@@ -10,9 +10,12 @@ Guarantees:
 - ``ContainerProcess.stop(grace)``: SIGTERM to the group, up to ``grace`` seconds, then SIGKILL;
   returns the exit code once the process is gone (128 + signal number when killed by a signal);
 - stdout and stderr go, appended, to the container's log file;
+- the container runs as ``Launch.user`` (``identity.Credentials``: uid, gid, supplementary
+  groups; see ``identity.py``), applied by the sandbox just before ``execve``;
 - ``exec_in`` runs a command inside a running container (its mount and UTS namespaces, root and
-  working directory, via ``nsenter``) with the container's environment, and kills it (whole group)
-  when it exceeds its time limit; ``spawn_in`` starts one with its streams piped (``kubectl exec``).
+  working directory, via ``nsenter``) with the container's environment and ids (``setpriv``
+  inside it), and kills it (whole group) when it exceeds its time limit; ``spawn_in`` starts one
+  with its streams piped (``kubectl exec``).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyctrl.envtest.node import sandbox
+from pyctrl.envtest.node.identity import Credentials
 from pyctrl.envtest.node.images import StartError
 
 __all__ = [
@@ -71,6 +75,7 @@ class Launch:
     termination_log: Path | None = None
     read_only_root: bool = False  # securityContext.readOnlyRootFilesystem
     no_new_privs: bool = False  # securityContext.allowPrivilegeEscalation: false
+    user: Credentials | None = None  # runAsUser/runAsGroup/fsGroup/supplementalGroups; None: root
 
 
 def exit_code(returncode: int) -> int:
@@ -140,6 +145,9 @@ async def start_container(launch: Launch) -> ContainerProcess:
         "env": launch.env,
         "read_only_root": launch.read_only_root,
         "no_new_privs": launch.no_new_privs,
+        "user": None
+        if launch.user is None
+        else {"uid": launch.user.uid, "gid": launch.user.gid, "groups": list(launch.user.groups)},
     }
     launch.spec_path.write_text(json.dumps(spec))
     try:
@@ -178,10 +186,13 @@ async def spawn_in(
     stdin: bool,
     merge_stderr: bool,
     terminal: int | None = None,
+    user: Credentials | None = None,
 ) -> asyncio.subprocess.Process:
     """Start ``argv`` inside container ``pid`` (its own process group, dying with the node), with
     stdout and stderr piped (``merge_stderr``: both into stdout) and stdin piped or empty; or, with
-    ``terminal`` (a pty's follower end), all three on that terminal, its controlling one."""
+    ``terminal`` (a pty's follower end), all three on that terminal, its controlling one. The
+    command runs as ``user`` (the container's ids) when given."""
+    argv = argv if user is None else [_SETPRIV, *user.setpriv_args(), "--", *argv]
     if terminal is not None:
         # setsid(1) -c: a new session (not being a group leader, it does not fork) whose
         # controlling terminal is its stdin, the pty; its pid is the group's, as kill_group wants.
@@ -226,9 +237,12 @@ def kill_group(pid: int) -> None:
     _killpg(pid, signal.SIGKILL)
 
 
-async def exec_in(pid: int, argv: list[str], env: dict[str, str], seconds: float) -> tuple[int, str]:
-    """Run ``argv`` inside container ``pid``; (exit code, output). TimeoutError after ``seconds``."""
-    proc = await spawn_in(pid, argv, env, stdin=False, merge_stderr=True)
+async def exec_in(
+    pid: int, argv: list[str], env: dict[str, str], seconds: float, user: Credentials | None = None
+) -> tuple[int, str]:
+    """Run ``argv`` inside container ``pid`` as ``user``; (exit code, output). TimeoutError after
+    ``seconds``."""
+    proc = await spawn_in(pid, argv, env, stdin=False, merge_stderr=True, user=user)
     try:
         out, _ = await asyncio.wait_for(proc.communicate(), seconds)
     except BaseException:

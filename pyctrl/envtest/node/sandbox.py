@@ -13,13 +13,19 @@ by bind mounts and a chroot):
    directories on the way to a ``mountPath``, which are recreated in the tmpfs with their entries
    bind-mounted one by one; so a mountPath that does not exist on the host (``/data``) is created
    in the view only and the host's filesystem is never written;
+   for a container with a non-zero ``runAsUser``, the directories above its executable are
+   recreated that way too, with execute permission for all (the local node's "image" is the
+   host, whose interpreter may sit under a private ``/root``); the host's modes never change;
 4. each volume bind-mounted at its mountPath (read-only when asked), parents before children;
 5. with ``read_only_root`` (``readOnlyRootFilesystem``): every host directory's bind in the view
    and the view's tmpfs are remounted read-only (the volumes keep their own mode; mounts nested
    under a host directory on the host keep theirs);
-6. ``chroot`` into the view, ``chdir`` to workingDir (created in the view when missing),
-   ``PR_SET_NO_NEW_PRIVS`` with ``no_new_privs`` (``allowPrivilegeEscalation: false``) and
-   ``execve`` the container's executable with its argv and environment.
+6. ``chroot`` into the view, ``chdir`` to workingDir (created in the view when missing);
+7. with ``user`` (``runAsUser``/``runAsGroup``/``fsGroup``/``supplementalGroups``, resolved by
+   ``identity.py``): ``setgroups``, ``setgid``, ``setuid`` (a non-zero uid loses every
+   capability here), then ``PR_SET_NO_NEW_PRIVS`` with ``no_new_privs``
+   (``allowPrivilegeEscalation: false``) and ``execve`` the container's executable with its argv
+   and environment.
 
 Any failure before ``execve`` is written to the status pipe (``status_fd``) and the process exits
 128; a successful ``execve`` closes the pipe (close-on-exec) with nothing written, which is how the
@@ -77,10 +83,18 @@ def _ancestors(path: str) -> list[str]:
 
 
 def _replicate(
-    host_dir: str, view_dir: str, shadow: set[str], targets: set[str], skip: str, *, binds: list[str]
+    host_dir: str,
+    view_dir: str,
+    shadow: set[str],
+    targets: set[str],
+    skip: str,
+    *,
+    binds: list[str],
+    traversable: frozenset[str] = frozenset(),
 ) -> None:
-    """Make ``view_dir`` show ``host_dir``'s entries; recurse into ``shadow`` directories; the
-    bind mounts made are appended to ``binds``."""
+    """Make ``view_dir`` show ``host_dir``'s entries; recurse into ``shadow`` directories (those
+    in ``traversable`` get execute permission for all in the view); the bind mounts made are
+    appended to ``binds``."""
     for name in sorted(os.listdir(host_dir)):
         host, view = os.path.join(host_dir, name), os.path.join(view_dir, name)
         if host == skip:
@@ -91,9 +105,9 @@ def _replicate(
                 os.symlink(os.readlink(host), view)
             elif stat.S_ISDIR(info.st_mode):
                 os.mkdir(view)
-                os.chmod(view, stat.S_IMODE(info.st_mode))
+                os.chmod(view, stat.S_IMODE(info.st_mode) | (0o111 if host in traversable else 0))
                 if host in shadow:
-                    _replicate(host, view, shadow, targets, skip, binds=binds)
+                    _replicate(host, view, shadow, targets, skip, binds=binds, traversable=traversable)
                 elif host not in targets:
                     _mount(host, view, None, _MS_BIND | _MS_REC)
                     binds.append(view)
@@ -122,8 +136,15 @@ def _setup(spec: dict[str, Any]) -> None:
     targets = {m["target"] for m in mounts}
     needed = targets | ({workdir} if workdir else set())
     shadow = {a for path in needed for a in _ancestors(path)}
+    # A non-root container must be able to reach its own executable, as in an image of its own:
+    # the directories above it are made traversable in the view (the host's stay as they are).
+    user = spec.get("user") or {}
+    traversable: frozenset[str] = frozenset()
+    if user.get("uid"):
+        traversable = frozenset(_ancestors(os.path.realpath(spec["executable"])))
+        shadow |= traversable
     binds: list[str] = []
-    _replicate("/", root, shadow, targets, root, binds=binds)
+    _replicate("/", root, shadow, targets, root, binds=binds, traversable=traversable)
     if spec.get("read_only_root"):  # before the volumes, which may cover some of these binds
         # /dev and /proc stay writable, as container runtimes mount them apart from the image's root
         runtime_dirs = (root + "/dev", root + "/proc")
@@ -148,6 +169,13 @@ def _setup(spec: dict[str, Any]) -> None:
         _mount(None, root, None, _MS_REMOUNT | _MS_RDONLY)
     os.chroot(root)
     os.chdir(workdir or "/")
+    user = spec.get("user")
+    if user:
+        os.setgroups(user["groups"])
+        if user["gid"] is not None:
+            os.setresgid(user["gid"], user["gid"], user["gid"])
+        if user["uid"] is not None:
+            os.setresuid(user["uid"], user["uid"], user["uid"])
 
 
 def main() -> None:

@@ -21,16 +21,25 @@ Guarantees:
   The token is written once (not refreshed);
 - persistentVolumeClaim (and generic ``ephemeral`` volumes, whose claim is ``<pod>-<volume>``):
   the bound PersistentVolume's hostPath / local path; an unbound claim raises ``VolumeNotReady``;
-- hostPath: the path itself (created for ``DirectoryOrCreate``).
+- hostPath: the path itself (created for ``DirectoryOrCreate``);
+- emptyDir directories are mode 0777 (the kubelet's), so a container of any uid can write them;
+- ``fsGroup`` (the Pod's ``securityContext``; the kubelet's ``SetVolumeOwnership``): emptyDir and
+  persistentVolumeClaim volumes get group ``fsGroup`` on every file and directory, group
+  read-write (directories also group execute and the setgid bit, so new files inherit the
+  group); the files of configMap, secret, downwardAPI and projected volumes get group
+  ``fsGroup`` and group read. ``fsGroupChangePolicy: OnRootMismatch`` skips a claim whose root
+  already has that group, mode and setgid bit. hostPath volumes are left as they are.
 - Not supported (the Pod waits with a message): other volume types, clusterTrustBundle sources.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
 import os
 import shutil
+import stat
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +53,14 @@ from pyctrl.envtest.node.envvars import (
     resource_value,
 )
 
-__all__ = ["VolumeContext", "VolumeNotReady", "prepare_volumes", "refresh_volumes", "remove_pod_volumes"]
+__all__ = [
+    "VolumeContext",
+    "VolumeNotReady",
+    "prepare_volumes",
+    "refresh_volumes",
+    "remove_pod_volumes",
+    "set_volume_ownership",
+]
 
 log = logging.getLogger(__name__)
 
@@ -96,11 +112,50 @@ def _current(directory: Path) -> dict[str, tuple[bytes, int]] | None:
     }
 
 
-def _write(directory: Path, files: Files) -> bool:
-    """Make ``directory`` hold exactly ``files`` (AtomicWriter); False when it did already."""
+def _fs_group(pod: Mapping[str, Any]) -> int | None:
+    value = (pod["spec"].get("securityContext") or {}).get("fsGroup")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+_RW, _RO, _EXEC = 0o660, 0o440, 0o110
+
+
+def _own(path: Path | str, fs_group: int, mask: int) -> None:
+    """One entry of SetVolumeOwnership: group ``fs_group``, ``mask`` added (directories: also
+    group execute and setgid); symlinks are left alone."""
+    info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode):
+        return
+    if info.st_gid != fs_group:
+        os.chown(path, -1, fs_group, follow_symlinks=False)
+    mode = stat.S_IMODE(info.st_mode) | mask
+    if stat.S_ISDIR(info.st_mode):
+        mode |= stat.S_ISGID | _EXEC
+    if mode != stat.S_IMODE(info.st_mode):
+        os.chmod(path, mode)
+
+
+def set_volume_ownership(root: str, fs_group: int, *, policy: str | None = None) -> None:
+    """The kubelet's ``SetVolumeOwnership`` of a writable volume (see the module docstring)."""
+    info = os.stat(root)
+    if policy == "OnRootMismatch" and (
+        info.st_gid == fs_group and info.st_mode & _RW == _RW and info.st_mode & stat.S_ISGID
+    ):
+        return
+    _own(root, fs_group, _RW)
+    for directory, dirs, names in os.walk(root):
+        for name in dirs + names:
+            _own(os.path.join(directory, name), fs_group, _RW)
+
+
+def _write(directory: Path, files: Files, fs_group: int | None = None) -> bool:
+    """Make ``directory`` hold exactly ``files`` (AtomicWriter), group ``fs_group`` and
+    group-readable when given; False when it did already."""
     for rel in files:
         if ".." in Path(rel).parts or Path(rel).is_absolute():
             raise VolumeNotReady(f"invalid item path {rel!r}")
+    if fs_group is not None:
+        files = {rel: (data, mode | _RO) for rel, (data, mode) in files.items()}
     if _current(directory) == dict(files):
         return False
     stamp = datetime.datetime.now(datetime.UTC).strftime("..%Y_%m_%d_%H_%M_%S.%f")
@@ -111,6 +166,9 @@ def _write(directory: Path, files: Files) -> bool:
         target.write_bytes(data)
         target.chmod(mode)
     fresh.mkdir(parents=True, exist_ok=True)  # even for no files
+    if fs_group is not None:
+        for entry in [directory, fresh, *fresh.rglob("*")]:
+            _own(entry, fs_group, _RO)
     old = (directory / _DATA).resolve() if (directory / _DATA).is_symlink() else None
     tmp = directory / "..data_tmp"
     tmp.unlink(missing_ok=True)
@@ -220,6 +278,10 @@ async def _prepare(volume: Mapping[str, Any], directory: Path, ctx: VolumeContex
         path = ctx.claim_path(namespace, claim)
         if path is None:
             raise VolumeNotReady(f'persistentvolumeclaim "{claim}" is not bound')
+        fs_group = _fs_group(ctx.facts.pod)
+        if fs_group is not None:
+            policy = (ctx.facts.pod["spec"].get("securityContext") or {}).get("fsGroupChangePolicy")
+            await asyncio.to_thread(set_volume_ownership, path, fs_group, policy=policy)
         return path
     if "hostPath" in volume:
         host = volume["hostPath"]
@@ -227,9 +289,13 @@ async def _prepare(volume: Mapping[str, Any], directory: Path, ctx: VolumeContex
             os.makedirs(host["path"], exist_ok=True)
         return str(host["path"])
     _mkdir(directory)
+    fs_group = _fs_group(ctx.facts.pod)
     if "emptyDir" in volume:
+        os.chmod(directory, 0o777)
+        if fs_group is not None:
+            set_volume_ownership(str(directory), fs_group)
         return str(directory)
-    _write(directory, await _api_files(volume, ctx))
+    _write(directory, await _api_files(volume, ctx), fs_group)
     return str(directory)
 
 
@@ -282,7 +348,7 @@ async def refresh_volumes(pod: Mapping[str, Any], pod_dir: Path, ctx: VolumeCont
             files = await _api_files(volume, ctx)
         except VolumeNotReady:
             continue
-        if _write(pod_dir / "volumes" / volume["name"], files):
+        if _write(pod_dir / "volumes" / volume["name"], files, _fs_group(pod)):
             changed.append(volume["name"])
     return changed
 

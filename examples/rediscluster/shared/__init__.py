@@ -1,0 +1,1 @@
+"""What both operator modes share (the layer under ``replication/`` and ``cluster/``)."""

@@ -23,9 +23,21 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pyctrl.envtest import poll_until
 from tests.install.conftest import built
-from tests.rediscluster._servers import _die_with_parent, free_port
+from tests.rediscluster._servers import RedisServer, _die_with_parent, free_port
 
-__all__ = ["Sample", "Sidecar", "exporter_binary", "run_sidecar"]
+__all__ = ["Sample", "Sidecar", "exporter_binary", "replicate", "run_sidecar"]
+
+
+def replicate(replica: RedisServer, master: RedisServer) -> None:
+    """``REPLICAOF`` and wait until the master lists the replica online (with its offset)."""
+    with replica.client() as c:
+        c.replicaof(master.host, master.port)
+
+    def online() -> bool:
+        with master.client() as c:
+            return bool(c.info("replication").get("slave0", {}).get("state") == "online")
+
+    poll_until(f"{replica.name} online at {master.name}", online, 30)
 
 
 def exporter_binary() -> str:

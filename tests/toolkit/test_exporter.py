@@ -16,7 +16,7 @@ from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.shared import exporter
 from tests._certs import CertAuthority
 from tests.rediscluster._servers import RedisServers, free_port
-from tests.toolkit._exporter import run_sidecar
+from tests.toolkit._exporter import replicate, run_sidecar
 
 IMAGE = "oliver006/redis_exporter:v1.74.0"
 
@@ -102,8 +102,7 @@ MEMORY = ("redis_memory_used_bytes", "redis_memory_max_bytes")
 
 def test_password_replication_and_memory_series(redis_servers: RedisServers, tmp_path: Path) -> None:
     master, replica = redis_servers.start(2, password="s3cret pass", extra=("--maxmemory", "64mb"))
-    with replica.client() as c:
-        c.replicaof(master.host, master.port)
+    replicate(replica, master)
     with master.client() as c:
         c.set("k", "v")
     spec = exporter.exporter_container(cluster(auth={"passwordSecret": {"name": "pw"}}), image=IMAGE)

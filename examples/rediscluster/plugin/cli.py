@@ -28,6 +28,7 @@ from examples.rediscluster.plugin.view import Snapshot, explain, render_explain,
 from pyctrl.client import (
     ApiClient,
     ConfigError,
+    Conflict,
     Event,
     KubernetesError,
     NotFound,
@@ -55,33 +56,47 @@ class UsageError(Exception):
     """A refused command: the message says what to change."""
 
 
+def _common(defaults: bool) -> argparse.ArgumentParser:
+    """The options kubectl users type anywhere (``kubectl rediscluster status rc -n ns``): on the
+    top parser with their defaults, on each command without (so a value given first stays)."""
+    common = argparse.ArgumentParser(add_help=False, argument_default=None if defaults else argparse.SUPPRESS)
+    common.add_argument("-n", "--namespace", help="namespace (default: the context's, else default)")
+    common.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)")
+    common.add_argument("--context", help="kubeconfig context (default: the current one)")
+    colour = {"default": "auto"} if defaults else {}
+    common.add_argument("--color", choices=("auto", "always", "never"), **colour)  # type: ignore[arg-type]
+    return common
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="kubectl rediscluster", description="Inspect and operate pyctrl RedisClusters."
+        prog="kubectl rediscluster",
+        description="Inspect and operate pyctrl RedisClusters.",
+        parents=[_common(defaults=True)],
     )
-    parser.add_argument("-n", "--namespace", help="namespace (default: the context's, else default)")
-    parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)")
-    parser.add_argument("--context", help="kubeconfig context (default: the current one)")
-    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    status = commands.add_parser("status", help="pods, roles, shards, backups, conditions, Events")
+
+    def command(name: str, what: str) -> argparse.ArgumentParser:
+        return commands.add_parser(name, help=what, parents=[_common(defaults=False)])
+
+    status = command("status", "pods, roles, shards, backups, conditions, Events")
     status.add_argument("name")
-    why = commands.add_parser("explain", help="why the cluster is not Ready, in plain words")
+    why = command("explain", "why the cluster is not Ready, in plain words")
     why.add_argument("name")
-    backup = commands.add_parser("backup", help="create a RedisBackup of the cluster now")
+    backup = command("backup", "create a RedisBackup of the cluster now")
     backup.add_argument("name")
     backup.add_argument(
         "--name", dest="backup_name", help="the RedisBackup's name (default: NAME-manual-<time>)"
     )
     backup.add_argument("--pvc", help="PersistentVolumeClaim to write to (default: spec.backup.destination)")
-    hibernate = commands.add_parser("hibernate", help="ask the operator to hibernate (on) or wake (off)")
+    hibernate = command("hibernate", "ask the operator to hibernate (on) or wake (off)")
     hibernate.add_argument("state", choices=("on", "off"))
     hibernate.add_argument("name")
     for verb in ("fence", "unfence"):
-        fence = commands.add_parser(verb, help=f"ask the operator to {verb} a pod")
+        fence = command(verb, f"ask the operator to {verb} a pod")
         fence.add_argument("name")
         fence.add_argument("pod")
-    promote = commands.add_parser("promote", help="ask the operator for a planned switchover to POD")
+    promote = command("promote", "ask the operator for a planned switchover to POD")
     promote.add_argument("name")
     promote.add_argument("pod")
     return parser
@@ -115,8 +130,13 @@ async def _read(client: ApiClient, namespace: str, name: str) -> Snapshot:
         raise UsageError(f"RedisCluster {namespace}/{name} not found") from None
     selector = (cluster.status.selector if cluster.status else None) or f"app.kubernetes.io/instance={name}"
     pods = list(await client.list(Pod, namespace=namespace, label_selector=selector))
-    involved = {name, *(p.name for p in pods)}
-    events = [e for e in await client.list(Event, namespace=namespace) if e.involved_object.name in involved]
+    # the cluster's Events, its StatefulSet's (pods created) and its pods' (scheduled, probes)
+    involved = {("RedisCluster", name), ("StatefulSet", name), *(("Pod", p.name) for p in pods)}
+    events = [
+        e
+        for e in await client.list(Event, namespace=namespace)
+        if (e.involved_object.kind, e.involved_object.name) in involved
+    ]
     backups = [b for b in await client.list(RedisBackup, namespace=namespace) if b.spec.cluster_name == name]
     return Snapshot(cluster, pods, events, backups)
 
@@ -171,9 +191,49 @@ def _backup_object(cluster: RedisCluster, name: str | None, pvc: str | None) -> 
     }
 
 
+def _intent(command: str, snapshot: Snapshot, arg: str | None) -> tuple[dict[str, str | None], str, str]:
+    """The annotations a write command sets on what was read, what it says, and what it asks for."""
+    cluster = snapshot.cluster
+    match command:
+        case "hibernate":
+            return {HIBERNATION: arg}, f"annotated {HIBERNATION}={arg}", "hibernation"
+        case "fence" | "unfence":
+            pod, fenced = _pod_of(snapshot, arg or ""), _fenced(cluster)
+            wanted = sorted({*fenced, pod}) if command == "fence" else [p for p in fenced if p != pod]
+            value = json.dumps(wanted) if wanted else None
+            return {FENCED_PODS: value}, f"fenced pods: {', '.join(wanted) or 'none'}", "fencing"
+        case _:  # promote
+            pod = _pod_of(snapshot, arg or "")
+            if cluster.status is not None and cluster.status.current_master == pod:
+                raise UsageError(f"{pod} is already the master of {cluster.name}")
+            return {SWITCHOVER_TO: pod}, f"annotated {SWITCHOVER_TO}={pod}", "a planned switchover"
+
+
+async def _write_intent(client: ApiClient, args: argparse.Namespace, namespace: str) -> None:
+    """Read, compute the annotations, patch with the read resourceVersion; on a Conflict (the
+    operator wrote the object meanwhile, e.g. its status) read again, like client-go's
+    RetryOnConflict, up to 5 times."""
+    arg = args.state if args.command == "hibernate" else args.pod
+    for attempt in range(5):
+        snapshot = await _read(client, namespace, args.name)
+        annotations, said, what = _intent(args.command, snapshot, arg)
+        try:
+            await _annotate(client, snapshot.cluster, annotations)
+        except Conflict:
+            if attempt == 4:
+                raise
+            continue
+        print(f"rediscluster/{args.name} {said}")
+        print(_PENDING_NOTE.format(what=what), file=sys.stderr)
+        return
+
+
 async def _command(client: ApiClient, args: argparse.Namespace, namespace: str) -> int:
+    if args.command in ("hibernate", "fence", "unfence", "promote"):
+        await _write_intent(client, args, namespace)
+        return 0
     snapshot = await _read(client, namespace, args.name)
-    cluster, colour = snapshot.cluster, _colour(args.color)
+    colour = _colour(args.color)
     match args.command:
         case "status":
             sys.stdout.write(render_status(snapshot, colour=colour))
@@ -181,26 +241,12 @@ async def _command(client: ApiClient, args: argparse.Namespace, namespace: str) 
             sys.stdout.write(render_explain(snapshot, colour=colour))
             return 1 if explain(snapshot) else 0
         case "backup":
-            made = await client.create(_backup_object(cluster, args.backup_name, args.pvc))
-            print(f"redisbackup/{made['metadata']['name']} created; follow it with: kubectl get redisbackup "
-                  f"-n {namespace} {made['metadata']['name']} -w")  # fmt: skip
-        case "hibernate":
-            await _annotate(client, cluster, {HIBERNATION: args.state})
-            print(f"rediscluster/{cluster.name} annotated {HIBERNATION}={args.state}")
-            print(_PENDING_NOTE.format(what="hibernation"), file=sys.stderr)
-        case "fence" | "unfence":
-            pod, fenced = _pod_of(snapshot, args.pod), _fenced(cluster)
-            wanted = sorted({*fenced, pod}) if args.command == "fence" else [p for p in fenced if p != pod]
-            await _annotate(client, cluster, {FENCED_PODS: json.dumps(wanted) if wanted else None})
-            print(f"rediscluster/{cluster.name} fenced pods: {', '.join(wanted) or 'none'}")
-            print(_PENDING_NOTE.format(what="fencing"), file=sys.stderr)
-        case "promote":
-            pod = _pod_of(snapshot, args.pod)
-            if cluster.status is not None and cluster.status.current_master == pod:
-                raise UsageError(f"{pod} is already the master of {cluster.name}")
-            await _annotate(client, cluster, {SWITCHOVER_TO: pod})
-            print(f"rediscluster/{cluster.name} annotated {SWITCHOVER_TO}={pod}")
-            print(_PENDING_NOTE.format(what="a planned switchover"), file=sys.stderr)
+            made = await client.create(_backup_object(snapshot.cluster, args.backup_name, args.pvc))
+            name = made["metadata"]["name"]
+            print(
+                f"redisbackup/{name} created; follow it with:"
+                f" kubectl get redisbackup -n {namespace} {name} -w"
+            )
     return 0
 
 

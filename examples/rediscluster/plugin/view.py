@@ -105,10 +105,13 @@ def _restarts(pod: Pod) -> int:
 
 
 def _events(snapshot: Snapshot) -> list[Event]:
+    """Newest first; Events of the same second in a stable order (reason, then message)."""
+
     def when(e: Event) -> str:
         return e.last_timestamp or e.event_time or e.metadata.creation_timestamp or ""
 
-    return sorted(snapshot.events, key=when, reverse=True)
+    by_text = sorted(snapshot.events, key=lambda e: (e.reason or "", e.message or ""))
+    return sorted(by_text, key=when, reverse=True)
 
 
 def _event_age(e: Event, now: datetime.datetime) -> str:
@@ -260,17 +263,19 @@ _WAITING = {
 }
 
 
-def explain(snapshot: Snapshot) -> list[str]:
-    """Why the cluster is not Ready, one plain sentence each (empty when it is Ready)."""
+def _status_reasons(snapshot: Snapshot) -> list[str] | None:
+    """Reasons from the status (None when it says Ready)."""
     c, status = snapshot.cluster, snapshot.cluster.status
     if status is None:
+        if any(e.type == "Warning" for e in snapshot.events):
+            return [f"RedisCluster {c.namespace}/{c.name} has no status yet; the operator's Events say why:"]
         return [
             f"RedisCluster {c.namespace}/{c.name} has no status: the operator has never reconciled it. "
             f"Is the operator running, and does it watch namespace {c.namespace!r}?"
         ]
     ready = next((x for x in status.conditions if x.type == "Ready"), None)
     if ready is not None and ready.status == "True":
-        return []
+        return None
     reasons: list[str] = []
     if status.observed_generation is not None and status.observed_generation != c.metadata.generation:
         reasons.append(
@@ -279,18 +284,24 @@ def explain(snapshot: Snapshot) -> list[str]:
         )
     for cond in status.conditions:
         failing = cond.status != "True" if cond.type != "Degraded" else cond.status == "True"
-        if not failing:
-            continue
-        reasons.append(
-            f"{cond.type} is {cond.status} ({cond.reason or 'no reason'}): {cond.message or ''}".rstrip()
-        )
-        hint = _REASONS.get(cond.reason or "")
-        if hint and hint not in reasons:
-            reasons.append(hint)
+        if failing:
+            reasons.append(
+                f"{cond.type} is {cond.status} ({cond.reason or 'no reason'}): {cond.message or ''}".rstrip()
+            )
+            reasons += [_REASONS[cond.reason]] if cond.reason in _REASONS else []
     if ready is None:
         reasons.append(
             f"Phase {status.phase.value}: " + _REASONS.get(status.phase.value, "no Ready condition yet.")
         )
+    return reasons
+
+
+def explain(snapshot: Snapshot) -> list[str]:
+    """Why the cluster is not Ready, one plain sentence each (empty when it is Ready): the status'
+    failing conditions and what they mean, pods that cannot start, the operator's Warning Events."""
+    reasons = _status_reasons(snapshot)
+    if reasons is None:
+        return []
     for pod in sorted(snapshot.pods, key=lambda p: p.name):
         state = _pod_state(pod)
         if state in _WAITING:
@@ -299,17 +310,20 @@ def explain(snapshot: Snapshot) -> list[str]:
             reasons.append(f"Pod {pod.name} is Pending (not scheduled or not started).")
     seen: set[tuple[str | None, str | None]] = set()
     for e in _events(snapshot):
-        if e.type == "Warning" and (e.reason, e.message) not in seen:
+        if e.type == "Warning" and (e.reason, e.message) not in seen and len(seen) < 3:
             seen.add((e.reason, e.message))
+            times = f" ({e.count} times)" if e.count and e.count > 1 else ""
             reasons.append(
-                f"The operator reported {e.reason} {_event_age(e, snapshot.now)} ago"
-                f"{f' ({e.count} times)' if e.count and e.count > 1 else ''}: {e.message}"
+                f"The operator reported {e.reason} {_event_age(e, snapshot.now)} ago{times}: {e.message}"
             )
-            if len(seen) == 3:
-                break
-    if not reasons:
-        reasons.append(f"Phase {status.phase.value}, and no condition, pod or Event says why.")
-    return reasons
+            hint = _REASONS.get(e.reason or "")
+            if hint and hint not in reasons:
+                reasons.append(hint)
+    if len(reasons) == 0 and snapshot.cluster.status is not None:
+        reasons.append(
+            f"Phase {snapshot.cluster.status.phase.value}, and no condition, pod or Event says why."
+        )
+    return list(dict.fromkeys(reasons))  # a hint given once
 
 
 def render_explain(snapshot: Snapshot, *, colour: bool = False) -> str:

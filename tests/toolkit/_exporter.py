@@ -21,6 +21,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from examples.rediscluster.shared.exporter import METRICS_PORT
 from pyctrl.envtest import poll_until
 from tests.install.conftest import built
 from tests.rediscluster._servers import RedisServer, _die_with_parent, free_port
@@ -113,7 +114,7 @@ def run_sidecar(
     if address is not None:
         env["REDIS_ADDR"] = address
     args = [_expand(a, env) for a in container["args"]]
-    args = [a.replace(f"127.0.0.1:{9121}", f"127.0.0.1:{port}") for a in args]
+    args = [a.replace(f"127.0.0.1:{METRICS_PORT}", f"127.0.0.1:{port}") for a in args]  # a free port
     for inside, outside in paths.items():
         args = [a.replace(inside, outside) for a in args]
     assert f"--web.listen-address=127.0.0.1:{port}" in args, args

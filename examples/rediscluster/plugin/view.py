@@ -23,7 +23,7 @@ _RESET = "\033[0m"
 _COLOURS = {"good": "\033[32m", "bad": "\033[31m", "warn": "\033[33m", "dim": "\033[2m", "bold": "\033[1m"}
 _GOOD = {"Running", "True", "Succeeded", "master", "ok", "Normal"}
 _BAD = {"False", "Failed", "Failover", "fail", "Warning"}
-_WARN = {"Degraded", "Initializing", "Unknown", "Pending", "Running…"}
+_WARN = {"Degraded", "Initializing", "Unknown", "Pending", "Terminating"}
 _EVENTS_SHOWN = 6
 
 

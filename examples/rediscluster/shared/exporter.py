@@ -3,8 +3,8 @@
 functions of the spec (like kube-prometheus' and the Redis operators' sidecars; no I/O here).
 
 :func:`exporter_container` is what the StatefulSet's pod template adds beside the ``redis``
-container. Guarantees, each tested (tests/rediscluster/test_exporter.py, and against a real
-redis-server in tests/rediscluster/test_exporter_real.py):
+container. Guarantees, each tested (tests/toolkit/test_exporter.py: on the spec, and with the
+real exporter against real redis-servers):
 
 - no secret in argv: the password reaches the exporter as ``REDIS_PASSWORD`` from a
   ``secretKeyRef`` (the exporter reads that variable itself), the address and user as plain env;

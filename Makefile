@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap test lint typecheck pytest docs demo bench controlplane helm promtool image image-test generate clean
+.PHONY: bootstrap test lint typecheck pytest docs demo bench controlplane helm promtool redis-exporter dashboard-linter image image-test generate clean
 
 bootstrap:
 	@scripts/bootstrap.sh
@@ -15,6 +15,12 @@ helm:
 
 promtool:
 	@tools/promtool/build.sh
+
+redis-exporter:
+	@tools/redis_exporter/build.sh
+
+dashboard-linter:
+	@tools/dashboard-linter/build.sh
 
 # The operator's OCI image without a daemon (buildah, vfs, chroot; Debian base via mmdebstrap):
 # minutes, so not part of `make test`. `image-test` builds it when needed, then checks it.

@@ -8,8 +8,10 @@
 #   4. versitygw, the S3-compatible object store of the backup tests (tools/versitygw/build.sh);
 #   5. helm and promtool (tools/helm/build.sh, tools/promtool/build.sh), built only when missing,
 #      and the Prometheus Operator's ServiceMonitor/PrometheusRule CRDs
-#      (tools/prometheus-operator/fetch-crds.sh: a module zip through the Go module proxy).
-# A second run prints seven "up to date" lines and takes a few seconds.
+#      (tools/prometheus-operator/fetch-crds.sh: a module zip through the Go module proxy);
+#   6. redis_exporter (the Redis metrics sidecar) and Grafana's dashboard-linter
+#      (tools/redis_exporter/build.sh, tools/dashboard-linter/build.sh), built only when missing.
+# A second run prints nine "up to date" lines and takes a few seconds.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -60,3 +62,7 @@ tools/versitygw/build.sh
 tools/helm/build.sh
 tools/promtool/build.sh
 tools/prometheus-operator/fetch-crds.sh
+
+# 6. redis_exporter and dashboard-linter (the toolkit's metrics, alert and dashboard tests)
+tools/redis_exporter/build.sh
+tools/dashboard-linter/build.sh

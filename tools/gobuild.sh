@@ -21,7 +21,8 @@
 # build is redone only when those change. Concurrent runs of one build wait for one another, then
 # find it built (scripts check freshness again once they hold the lock).
 #
-# tools/helm/build.sh and tools/promtool/build.sh build one command each with gobuild_tool:
+# tools/helm, tools/promtool, tools/redis_exporter and tools/dashboard-linter build one command each
+# with gobuild_tool:
 #   gobuild_tool NAME MODULE PACKAGE LDFLAGS "$@"
 # NAME is the tool's directory under tools/ and the binary's name; MODULE the module whose version
 # (read from go.mod) names the cache directory ($PYCTRL_CACHE_DIR/NAME/<version>/bin); PACKAGE the

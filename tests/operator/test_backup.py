@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ import redis.asyncio as aioredis
 
 from pyctrl.envtest import Environment
 from pyctrl.envtest.objectstore import ObjectStore
+from pyctrl.metrics import registry
 from pyctrl.testing import eventually
 from tests.backup.conftest import BUCKET, object_store
 from tests.operator.conftest import Cluster, OperatorFactory, RunningOperator
@@ -416,6 +418,17 @@ async def test_a_schedule_keeps_the_newest_backups_in_the_store_and_as_objects(
     names = sorted(seen)
     assert sorted(i["metadata"]["name"] for i in kept) == names[-len(kept) :]  # the newest two
     assert all(n.startswith("sched-") for n in names)
+
+    # the freshness gauges of RedisClusterBackupTooOld: the newest success, twice the 15 s interval
+    labels = {"namespace": namespace, "name": "sched"}
+    newest = max(datetime.fromisoformat(i["status"]["completionTime"]).timestamp() for i in kept)
+
+    def fresh() -> bool:
+        value = registry.get_sample_value("rediscluster_backup_last_success_timestamp_seconds", labels)
+        return value is not None and value >= newest  # a later run may have succeeded meanwhile
+
+    await eventually(fresh, within=60, what="the last-success gauge at the newest backup", interval=0.5)
+    assert registry.get_sample_value("rediscluster_backup_max_age_seconds", labels) == 30
 
 
 async def test_deleting_a_cluster_takes_a_final_backup_and_a_failing_one_holds_until_skipped(

@@ -39,6 +39,7 @@ from croniter import croniter
 
 from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.api.backup import BackupPhase, BackupSchedule, RedisBackup
+from examples.rediscluster.backup import metrics as backup_metrics
 from examples.rediscluster.backup.job import CLUSTER_LABEL
 from pyctrl import Request, Result
 from pyctrl.client import Client
@@ -97,6 +98,7 @@ class BackupScheduleReconciler:
                 RedisCluster, request.name, namespace=request.namespace
             )
         except NotFound:
+            backup_metrics.forget(request.namespace, request.name)
             return Result()
         spec = cluster.spec.backup
         if cluster.metadata.deletion_timestamp:
@@ -110,6 +112,7 @@ class BackupScheduleReconciler:
         if changed:
             cluster = await self.client.patch(cluster, self._finalizers_patch(cluster))
         if spec is None or spec.schedule is None:
+            backup_metrics.forget(request.namespace, request.name)
             return Result()
         return await self._schedule(cluster, spec, spec.schedule)
 
@@ -152,6 +155,9 @@ class BackupScheduleReconciler:
                 labels={CLUSTER_LABEL: cluster.name, KIND_LABEL: "scheduled"},
             )
         await self._retain(backups, spec.keep)
+        backup_metrics.observe_backups(
+            cluster.namespace, cluster.name, schedule, backups, created=created, now=now
+        )
         next_due: datetime.datetime = croniter(schedule, now).get_next(datetime.datetime)
         return Result(requeue_after=max(0.5, (next_due - _utcnow()).total_seconds() + 0.5))
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from examples.rediscluster.backup.api import RedisBackup
+from examples.rediscluster.api.backup import RedisBackup
 from examples.rediscluster.backup.metrics import backup_freshness, forget, observe_backups
 from pyctrl.metrics import registry
 

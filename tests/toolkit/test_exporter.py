@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import redis
 
-from examples.rediscluster import tls, users
 from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.shared import exporter
+from examples.rediscluster.shared.security import tls, users
 from tests._certs import CertAuthority
 from tests.rediscluster._servers import RedisServers, free_port
 from tests.toolkit._exporter import replicate, run_sidecar

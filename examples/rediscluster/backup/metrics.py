@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from croniter import croniter
 from prometheus_client import Gauge
 
-from examples.rediscluster.backup.api import BackupPhase, RedisBackup
+from examples.rediscluster.api.backup import BackupPhase, RedisBackup
 from pyctrl.metrics import registry
 
 __all__ = ["RUNS_LOOKED_AT", "Freshness", "backup_freshness", "forget", "observe_backups"]

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from examples.rediscluster.api import RedisCluster
-from examples.rediscluster.backup.api import RedisBackup
+from examples.rediscluster.api.backup import RedisBackup
 from examples.rediscluster.plugin.view import Snapshot, explain, render_explain, render_status
 from pyctrl.client import (
     ApiClient,

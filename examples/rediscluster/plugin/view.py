@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from examples.rediscluster.api import RedisCluster
-from examples.rediscluster.backup.api import BackupPhase, RedisBackup
+from examples.rediscluster.api.backup import BackupPhase, RedisBackup
 from pyctrl.client import Event, Pod
 
 __all__ = ["ROLE_LABEL", "Snapshot", "age", "explain", "render_explain", "render_status"]

@@ -34,9 +34,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from examples.rediscluster import tls, users
 from examples.rediscluster.api import RedisCluster
-from examples.rediscluster.resources import REDIS_PORT, headless_service_name
+from examples.rediscluster.shared.resources import REDIS_PORT, headless_service_name
+from examples.rediscluster.shared.security import tls, users
 
 __all__ = [
     "CONTAINER_NAME",

@@ -42,6 +42,7 @@ class ArchiverProcess:
     bucket: str
     prefix: str = "clusters/"
     timeout: float = 1.0
+    status_port: int | None = None
     process: ManagedProcess | None = None
 
     @property
@@ -80,9 +81,10 @@ class ArchiverProcess:
         argv += ["--state-dir", str(self.data_dir / "archive-state")]
         argv += ["--status-file", str(self.status_file)]
         argv += ["--archive-timeout-seconds", str(self.timeout), "--poll-interval", "0.2"]
-        self.process = start_process(
-            "archiver", [*argv, *self.s3_args()], self.log_path, attached=True, env=self.env()
-        )
+        if self.status_port is not None:
+            argv += ["--status-port", str(self.status_port), "--status-address", "127.0.0.1"]
+        argv += self.s3_args()
+        self.process = start_process("archiver", argv, self.log_path, attached=True, env=self.env())
 
     def stop(self) -> None:
         if self.process is not None:

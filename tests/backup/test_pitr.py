@@ -4,26 +4,60 @@ S3 store (versitygw on loopback) and ``redis-check-aof``. No Kubernetes."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import time
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from examples.rediscluster.backup.aof import AppendOnlyFiles
-from examples.rediscluster.backup.archive import ArchiveStore, Segment, archive_prefix
+from examples.rediscluster.backup.archive import (
+    ArchivedFile,
+    ArchiveStore,
+    Segment,
+    TimelineIndex,
+    archive_prefix,
+)
 from examples.rediscluster.backup.pitr import PitrError, recoverable_ranges, restore_to_time
 from pyctrl.envtest import poll_until
 from pyctrl.envtest.objectstore import ObjectStore
 from tests.backup._archiving import AOF_ARGS, CLUSTER, NAMESPACE, ArchiverProcess, Writer
 from tests.backup.conftest import BUCKET
-from tests.rediscluster._servers import RedisServer, RedisServers
+from tests.rediscluster._servers import RedisServer, RedisServers, free_port
 
 
 def _archive(store: ObjectStore, monkeypatch: pytest.MonkeyPatch, prefix: str) -> ArchiveStore:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", store.access_key)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", store.secret_key)
     return ArchiveStore.connect(store.endpoint, BUCKET, archive_prefix(prefix, NAMESPACE, CLUSTER))
+
+
+def _http_status(archiver: ArchiverProcess) -> dict[str, Any]:
+    """``GET /status`` of the archiver; ``/metrics`` must carry the same lag."""
+    base = f"http://127.0.0.1:{archiver.status_port}"
+    with urllib.request.urlopen(f"{base}/status", timeout=10) as resp:
+        status = dict(json.loads(resp.read()))
+    with urllib.request.urlopen(f"{base}/metrics", timeout=10) as resp:
+        metrics = resp.read().decode()
+    assert "rediscluster_archive_lag_seconds " in metrics
+    assert "rediscluster_archive_last_archived_timestamp_seconds " in metrics
+    return status
+
+
+def _cut_last_segment_mid_command(store: ArchiveStore, timeline: str) -> None:
+    """Drop the last 5 bytes of the last archived segment (a read that caught a partial write)."""
+    index = store.read_index(timeline)
+    assert index is not None
+    seg = [f for f in index.files if f.kind == "incr"][-1].segments[-1]
+    obj = store.object(seg.key)
+    data = obj.client.get_object(Bucket=obj.bucket, Key=obj.key)["Body"].read()[:-5]
+    obj.client.put_object(Bucket=obj.bucket, Key=obj.key, Body=data)
+    seg.size, seg.sha256 = len(data), hashlib.sha256(data).hexdigest()
+    store.write_index(index)
 
 
 def _wait_until(moment: float) -> None:
@@ -69,6 +103,19 @@ def _corrupt_one_and_fail(store: ArchiveStore, segments: list[Segment], target: 
     assert not (parent / "appendonlydir.pitr-partial").exists()
 
 
+def _check_index(index: TimelineIndex) -> list[ArchivedFile]:
+    """Base 1 first, base 2 from the rewrite; increment 1 closed, 2 being written, in segments."""
+    bases = [f for f in index.files if f.kind == "base"]
+    incr = [f for f in index.files if f.kind == "incr"]
+    assert [b.seq for b in bases] == [1, 2]
+    assert index.files[0] is bases[0]
+    assert [f.seq for f in incr] == [1, 2]
+    assert incr[0].closed
+    assert not incr[1].closed
+    assert len(incr[1].segments) > 1  # the file being written went in segments
+    return incr
+
+
 def test_writes_archived_across_a_rewrite_restore_to_a_second_and_a_corrupt_object_is_named(
     object_store: ObjectStore, redis_servers: RedisServers, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -107,14 +154,7 @@ def test_writes_archived_across_a_rewrite_restore_to_a_second_and_a_corrupt_obje
 
     store = _archive(object_store, monkeypatch, "rewrite/")
     (index,) = recoverable_ranges(store)
-    bases = [f for f in index.files if f.kind == "base"]
-    incr = [f for f in index.files if f.kind == "incr"]
-    assert [b.seq for b in bases] == [1, 2]
-    assert index.files[0] is bases[0]
-    assert [f.seq for f in incr] == [1, 2]
-    assert incr[0].closed
-    assert not incr[1].closed
-    assert len(incr[1].segments) > 1  # the file being written went in segments
+    incr = _check_index(index)
 
     # through the newest base (2, written by the rewrite) and through the first one: the same cut
     for base_seq in (2, 1):
@@ -122,6 +162,7 @@ def test_writes_archived_across_a_rewrite_restore_to_a_second_and_a_corrupt_obje
         result = restore_to_time(store, target, AppendOnlyFiles(out / "appendonlydir"), base_seq=base_seq)
         assert result.base.endswith(f"/base/{base_seq}.rdb")
         assert result.kept_bytes < result.replayed_bytes
+        assert not result.fixed_tail
         _check_cut(_restored_keys(redis_servers, out), writer, target)
 
     first, last = index.first_recoverable_time, index.last_archived_time
@@ -132,6 +173,14 @@ def test_writes_archived_across_a_rewrite_restore_to_a_second_and_a_corrupt_obje
             restore_to_time(store, outside, AppendOnlyFiles(tmp_path / "refused" / "appendonlydir"))
     assert not (tmp_path / "refused").exists()
 
+    # the last segment ending inside a command: the restore drops that partial command only
+    _cut_last_segment_mid_command(store, index.timeline)
+    partial = restore_to_time(store, last, AppendOnlyFiles(tmp_path / "partial" / "appendonlydir"))
+    assert partial.fixed_tail
+    found = _restored_keys(redis_servers, tmp_path / "partial")
+    assert sorted(found) == list(range(max(found) + 1))
+    assert max(found) >= max(n for n, t in enumerate(writer.acked) if t <= target + 1)
+
     _corrupt_one_and_fail(store, incr[1].segments, last, tmp_path / "corrupt")
 
 
@@ -141,7 +190,7 @@ def test_a_store_outage_is_reported_caught_up_and_a_restarted_archiver_resumes_i
     s3 = ObjectStore(tmp_path / "s3")
     s3.start()
     (server,) = redis_servers.start(1, extra=AOF_ARGS)
-    archiver = ArchiverProcess(server.dir, s3, BUCKET)
+    archiver = ArchiverProcess(server.dir, s3, BUCKET, status_port=free_port())
     writer = Writer(server.client())
     try:
         s3.create_bucket(BUCKET)
@@ -161,6 +210,9 @@ def test_a_store_outage_is_reported_caught_up_and_a_restarted_archiver_resumes_i
             60,
         )
         assert server.client().set("during-outage", "1")  # Redis keeps serving
+        served = _http_status(archiver)
+        assert served["storeError"]
+        assert served["lagSeconds"] >= 4
         s3.start()
         up = time.time()
         poll_until(

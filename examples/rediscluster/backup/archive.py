@@ -79,6 +79,7 @@ from examples.rediscluster.backup.store import S3Store, StoreError
 
 __all__ = [
     "ArchiveStore",
+    "ArchivedFile",
     "Archiver",
     "ManifestEntry",
     "Segment",

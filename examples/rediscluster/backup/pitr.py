@@ -67,6 +67,7 @@ class RestoreResult:
     increments: int
     replayed_bytes: int
     kept_bytes: int
+    fixed_tail: bool  # the last segment ended inside a command, which ``--fix`` dropped
 
 
 def parse_time(text: str) -> int:
@@ -174,11 +175,7 @@ def restore_to_time(
         manifest.write_text(
             f"file {base_name} seq 1 type b\nfile {incr_name} seq 1 type i\n",
         )
-        # a segment may end inside a command: --fix drops that partial tail of the last file
-        check = subprocess.run([check_aof, str(manifest)], capture_output=True, text=True, check=False)
-        if check.returncode != 0:
-            _run([check_aof, "--fix", str(manifest)], "redis-check-aof --fix", stdin="y\n")
-        _run([check_aof, "--truncate-to-timestamp", str(target), str(manifest)], "redis-check-aof")
+        fixed = _cut(check_aof, manifest, target, progress)
         kept = (staging / incr_name).stat().st_size
         progress(f"cut at {iso(target)}: {kept} of {replayed} incremental bytes kept")
         with manifest.open("rb+") as m:
@@ -192,7 +189,19 @@ def restore_to_time(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return RestoreResult(index.timeline, base.key, target, len(incr), replayed, kept)
+    return RestoreResult(index.timeline, base.key, target, len(incr), replayed, kept, fixed)
+
+
+def _cut(check_aof: str, manifest: Path, target: int, progress: Callable[[str], None]) -> bool:
+    """Complete the tail, then truncate at ``target``; True when the tail needed ``--fix``."""
+    # a segment may end inside a command: --fix drops that partial tail of the last file
+    check = subprocess.run([check_aof, str(manifest)], capture_output=True, text=True, check=False)
+    fixed = check.returncode != 0
+    if fixed:
+        progress("the last segment ends inside a command: redis-check-aof --fix drops it")
+        _run([check_aof, "--fix", str(manifest)], "redis-check-aof --fix", stdin="y\n")
+    _run([check_aof, "--truncate-to-timestamp", str(target), str(manifest)], "redis-check-aof")
+    return fixed
 
 
 def _check_chain(index: TimelineIndex, base: ArchivedFile, incr: list[ArchivedFile]) -> None:
@@ -277,6 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "increments": result.increments,
                 "replayedBytes": result.replayed_bytes,
                 "keptBytes": result.kept_bytes,
+                "fixedTail": result.fixed_tail,
                 "seconds": round(time.monotonic() - started, 2),
             }
         ),

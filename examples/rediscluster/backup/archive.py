@@ -434,6 +434,10 @@ class Archiver:
                 self._open(ArchivedFile("base", b.seq, b.name, first_incr_seq=incr[0].seq if incr else 0))
             for e in incr:
                 self._open(ArchivedFile("incr", e.seq, e.name))
+            if len(self.local) != len(bases) + len(incr):  # a rewrite replaced one meanwhile
+                for f in self.local:
+                    f.fd.close()
+                self.local = []  # again at the next poll, from the new manifest
             return
         for e in incr:
             if e.name in known:
@@ -442,7 +446,9 @@ class Archiver:
                 self._start_timeline(f"{self.aof_name} incremental {self.last_incr_seq + 1} was never seen")
                 self.poll()
                 return
-            self._open(ArchivedFile("incr", e.seq, e.name))
+            if not self._open(ArchivedFile("incr", e.seq, e.name)):
+                self.poll()  # a new timeline: from the current base
+                return
         for b in bases:
             if b.name not in known:
                 self._open(ArchivedFile("base", b.seq, b.name, first_incr_seq=incr[0].seq if incr else 0))
@@ -451,18 +457,21 @@ class Archiver:
             if f.entry.kind == "incr" and f.entry.seq < current:
                 f.entry.closed = True  # Redis writes a newer file: this one is final
 
-    def _open(self, entry: ArchivedFile) -> None:
+    def _open(self, entry: ArchivedFile) -> bool:
+        """Hold ``entry``'s file open; False when it is gone and that started a new timeline."""
         try:
             fd = (self.aof_dir / entry.name).open("rb")
         except FileNotFoundError:
             if entry.kind == "incr" and self.index is not None and self.index.files:
                 self._start_timeline(f"{entry.name} was deleted before it could be archived")
-            return  # a fresh timeline reads the manifest again at the next poll
+                return False
+            return True  # a fresh timeline, or a base replaced already: the next poll sees the newer one
         if entry.kind == "base":
             entry.time = int(os.fstat(fd.fileno()).st_mtime) + 1  # its data is at most this recent
         else:
             self.last_incr_seq = max(self.last_incr_seq, entry.seq)
         self.local.append(_Local(entry, fd))
+        return True
 
     # --- shipping ---------------------------------------------------------------------------
     def ship(self, *, force: bool = False) -> None:

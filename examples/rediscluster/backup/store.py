@@ -22,6 +22,7 @@ The S3 access key pair comes from the environment (``AWS_ACCESS_KEY_ID``,
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 from dataclasses import dataclass
@@ -202,6 +203,12 @@ class S3Store:
         )
         # s3transfer's bound on the parts read from a non-seekable source and not yet sent
         self.transfer.max_in_memory_upload_chunks = 4
+
+    def at(self, key: str) -> S3Store:
+        """The object ``key`` of the same bucket, sharing this store's client (one connection pool)."""
+        other = copy.copy(self)
+        other.key, other.location = key, f"s3://{self.bucket}/{key}"
+        return other
 
     def _error(self, exc: Exception) -> StoreError:
         if isinstance(exc, botocore.exceptions.ClientError):

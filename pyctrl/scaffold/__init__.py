@@ -13,11 +13,29 @@ Pieces: :mod:`._names` (the naming rules), :mod:`._project` (the ``PROJECT`` rec
 writes nothing and says which rule it broke; a command never overwrites a file; ``generate`` is
 deterministic and ``generate --check`` reports stale files; the generated project passes ruff,
 ``mypy --strict`` and its own envtest tests.
+
+The names here are imported on first read (:mod:`pyctrl._lazy`): ``pyctrl init`` and ``pyctrl
+create`` load neither the client nor the CRD and RBAC generators, which only ``generate`` needs.
 """
 
-from pyctrl.scaffold._cli import main
-from pyctrl.scaffold._commands import create_api, create_webhook, init_project
-from pyctrl.scaffold._generate import find_helm, generate
-from pyctrl.scaffold._names import ScaffoldError
+import typing as _typing
+
+from pyctrl import _lazy
+
+if _typing.TYPE_CHECKING:
+    from pyctrl.scaffold._cli import main
+    from pyctrl.scaffold._commands import create_api, create_webhook, init_project
+    from pyctrl.scaffold._generate import find_helm, generate
+    from pyctrl.scaffold._names import ScaffoldError
+else:
+    __getattr__, __dir__ = _lazy.attributes(
+        __name__,
+        {
+            "pyctrl.scaffold._cli": ("main",),
+            "pyctrl.scaffold._commands": ("create_api", "create_webhook", "init_project"),
+            "pyctrl.scaffold._generate": ("find_helm", "generate"),
+            "pyctrl.scaffold._names": ("ScaffoldError",),
+        },
+    )
 
 __all__ = ["ScaffoldError", "create_api", "create_webhook", "find_helm", "generate", "init_project", "main"]

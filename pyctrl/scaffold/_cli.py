@@ -18,10 +18,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from pyctrl.crdgen import CRDGenerationError
-from pyctrl.rbacgen import RBACError
 from pyctrl.scaffold._commands import create_api, create_webhook, init_project
-from pyctrl.scaffold._generate import generate
 from pyctrl.scaffold._names import ScaffoldError
 from pyctrl.scaffold._project import find_root
 
@@ -112,15 +109,30 @@ def main(argv: Sequence[str] | None = None) -> int:
                 conversion=args.conversion,
             )
         else:
-            lines = generate(find_root(directory), helm=args.helm, check=args.check)
-            if args.check and lines:
-                print("\n".join(lines))
-                print(f"{len(lines)} generated file(s) out of date; run: pyctrl generate", file=sys.stderr)
-                return 1
-            lines = lines or ["generated files up to date"]
-    except (ScaffoldError, CRDGenerationError, RBACError) as exc:
+            return _generate(find_root(directory), helm=args.helm, check=args.check)
+    except ScaffoldError as exc:
         print(f"pyctrl: error: {exc}", file=sys.stderr)
         return 2
     for line in lines:
+        print(line)
+    return 0
+
+
+def _generate(root: Path, *, helm: str | None, check: bool) -> int:
+    # Imported here: only generate needs the client, crdgen and rbacgen (init and create start fast).
+    from pyctrl.crdgen import CRDGenerationError
+    from pyctrl.rbacgen import RBACError
+    from pyctrl.scaffold._generate import generate
+
+    try:
+        lines = generate(root, helm=helm, check=check)
+    except (ScaffoldError, CRDGenerationError, RBACError) as exc:
+        print(f"pyctrl: error: {exc}", file=sys.stderr)
+        return 2
+    if check and lines:
+        print("\n".join(lines))
+        print(f"{len(lines)} generated file(s) out of date; run: pyctrl generate", file=sys.stderr)
+        return 1
+    for line in lines or ["generated files up to date"]:
         print(line)
     return 0

@@ -1,7 +1,8 @@
 """One scaffolded project shared by the scaffold tests (scaffolding it once keeps ``make test``
 short): ``pyctrl init``, ``create api`` of ``Memcached`` v1 (with its controller),
 ``create webhook --defaulting --validation`` for v1, ``create api`` of v2 and
-``create webhook --conversion`` making v1 the hub, then ``pyctrl generate`` with the real helm."""
+``create webhook --conversion`` making v1 the hub, ``create api`` of a cluster-scoped ``CachePolicy``
+with the scale subresource in a second group, then ``pyctrl generate`` with the real helm."""
 
 from __future__ import annotations
 
@@ -36,6 +37,19 @@ COMMANDS = [
     ],
     ["create", "api", "--group", "cache", "--version", "v2", "--kind", "Memcached"],
     ["create", "webhook", "--group", "cache", "--version", "v1", "--kind", "Memcached", "--conversion"],
+    # the templates' other branches: a second group, a cluster-scoped kind, the scale subresource
+    [
+        "create",
+        "api",
+        "--group",
+        "ops",
+        "--version",
+        "v1alpha1",
+        "--kind",
+        "CachePolicy",
+        "--cluster-scoped",
+        "--scale",
+    ],
 ]
 
 

@@ -57,11 +57,13 @@ def test_the_generated_projects_own_tests_pass_on_a_real_control_plane(scaffolde
     out = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], root)
     tests = sorted(p.name for p in (root / "tests").glob("test_*.py"))
     assert tests == [
+        "test_cache_policy_controller.py",
         "test_memcached_controller.py",
         "test_memcached_conversion.py",
         "test_memcached_webhook_v1.py",
     ]
-    assert " passed" in out.stdout
+    # 2 per controller, 2 webhook decisions, 1 round trip per spoke: every test collected and passed
+    assert "7 passed in" in out.stdout, out.stdout
     assert "failed" not in out.stdout
     assert "skipped" not in out.stdout
 
@@ -96,7 +98,11 @@ def test_the_chart_lints_and_renders_restricted_pods(scaffolded: Scaffolded) -> 
     assert "--webhook-port=9443" in pod["containers"][0]["args"]
     (role,) = [o for o in objects if o["kind"] == "ClusterRole"]
     granted = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
-    assert {("cache.example.com", "memcacheds/status"), ("apps", "deployments")} <= granted
+    assert {
+        ("cache.example.com", "memcacheds/status"),
+        ("ops.example.com", "cachepolicies/status"),
+        ("apps", "deployments"),
+    } <= granted
 
 
 @pytest.mark.controlplane

@@ -10,6 +10,7 @@ from ``PROJECT`` by every command.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -269,7 +270,7 @@ def _as_spoke(text: str, project: Project, spoke: Resource, hub: Resource, path:
 def _add_conversion_test(
     changes: Changes, project: Project, hub: Resource, *, replace_existing: bool
 ) -> None:
-    versions = [r.version for r in project.versions_of(hub.group, hub.kind)]
+    versions = sorted((r.version for r in project.versions_of(hub.group, hub.kind)), key=natural)
     ctx = {**_context(project, hub), "hub_version": hub.version, "versions": versions}
     target = f"tests/test_{hub.module}_conversion.py"
     text = render("webhook/test_conversion.py.j2", **ctx)
@@ -279,10 +280,31 @@ def _add_conversion_test(
         changes.add(target, text)
 
 
+_LINE_LENGTH = 110  # the scaffolded pyproject's ruff line-length
+
+
+def natural(name: str) -> list[str | int]:
+    """The order ruff's isort gives module and member names: case-insensitive, digit runs compared
+    as numbers (``v2`` before ``v10``, ``v1`` before ``v1alpha1``)."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name.lower())]
+
+
+def import_line(module: str, names: list[str]) -> str:
+    """``from module import a, b``, members in isort's order, exploded (with a trailing comma, as
+    ruff format writes it) when it does not fit on one line."""
+    members = sorted(names, key=natural)
+    line = f"from {module} import {', '.join(members)}\n"
+    if len(line) - 1 <= _LINE_LENGTH:
+        return line
+    return f"from {module} import (\n" + "".join(f"    {m},\n" for m in members) + ")\n"
+
+
 def version_module(project: Project, version: str) -> str:
     """``<package>/api/<version>/__init__.py``: re-exports the kinds ``PROJECT`` has in ``version``."""
     pkg = project.package
-    kinds = sorted((r for r in project.resources if r.version == version and r.api), key=lambda r: r.kind)
+    kinds = sorted(
+        (r for r in project.resources if r.version == version and r.api), key=lambda r: natural(r.module)
+    )
     lines = [
         f"from {pkg}.api.{version}.{r.module} import {name} as {name}\n"
         for r in kinds
@@ -292,27 +314,27 @@ def version_module(project: Project, version: str) -> str:
     return head + f'"""``{project.domain}`` API version {version}: its kinds."""\n\n' + "".join(lines)
 
 
-def _alias(r: Resource) -> str:
-    return f"{r.kind}{r.version.capitalize()}"
-
-
 def wiring(project: Project) -> str:
-    """``<package>/_wiring.py``: the API types, controllers and webhooks ``PROJECT`` records."""
+    """``<package>/_wiring.py``: the API types, controllers and webhooks ``PROJECT`` records.
+
+    Imports come out as ruff's isort and formatter write them, so the file passes ``make lint``
+    whatever the versions and kinds (``v2`` before ``v10``)."""
     pkg = project.package
-    apis = [r for r in project.resources if r.api]
-    controllers = [r for r in project.resources if r.controller]
-    hooks = [r for r in project.resources if r.defaulting or r.validation or r.conversion]
-    imports = sorted(
-        [f"from {pkg}.api.{r.version} import {r.kind} as {_alias(r)}" for r in apis]
-        + [f"from {pkg}.controllers.{r.module} import {r.kind}Reconciler" for r in controllers]
-        + [f"from {pkg}.webhooks import {r.module}_{r.version}" for r in hooks]
+    apis = sorted(
+        (r for r in project.resources if r.api), key=lambda r: (natural(r.version), natural(r.kind))
     )
-    first_party = "\n" + "\n".join(imports) + "\n" if imports else ""
-    types = ""
-    if len(apis) == 1:
-        types = f"{_alias(apis[0])},"
-    elif apis:
-        types = ", ".join(_alias(r) for r in apis)
+    controllers = sorted((r for r in project.resources if r.controller), key=lambda r: natural(r.module))
+    hooks = [r for r in project.resources if r.defaulting or r.validation or r.conversion]
+    imports = ""
+    if apis:
+        imports += import_line(f"{pkg}.api", sorted({r.version for r in apis}))
+    for r in controllers:
+        imports += import_line(f"{pkg}.controllers.{r.module}", [f"{r.kind}Reconciler"])
+    if hooks:
+        imports += import_line(f"{pkg}.webhooks", [f"{r.module}_{r.version}" for r in hooks])
+    first_party = "\n" + imports if imports else ""
+    types = "".join(f"    {r.version}.{r.kind},\n" for r in apis)
+    types = f"(\n{types})" if types else "()"
     setup_controllers = "".join(
         f"    {r.kind}Reconciler.setup_with_manager(mgr, max_concurrent_reconciles)\n" for r in controllers
     )
@@ -330,7 +352,7 @@ def wiring(project: Project) -> str:
         "\n"
         '__all__ = ["API_TYPES", "setup_controllers", "setup_webhooks"]\n'
         "\n"
-        f"API_TYPES: tuple[type[KubeObject], ...] = ({types})\n"
+        f"API_TYPES: tuple[type[KubeObject], ...] = {types}\n"
         "\n"
         "\n"
         "def setup_controllers(mgr: Manager, max_concurrent_reconciles: int) -> None:\n"

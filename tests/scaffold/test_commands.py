@@ -3,6 +3,8 @@ and nothing is written."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -96,3 +98,31 @@ def test_a_file_in_the_way_is_never_overwritten(tmp_path: Path) -> None:
     with pytest.raises(ScaffoldError, match="Makefile already exists"):
         init_project(root, domain="example.com")
     assert _tree(root) == {"Makefile": b"mine\n"}
+
+
+def test_scaffolded_python_passes_ruff_whatever_the_versions_and_kinds(tmp_path: Path) -> None:
+    """Imports come out in ruff's isort order (``v2`` before ``v10``, ``v1`` before ``v1alpha1``,
+    kinds ``Aa`` and ``AB`` in one version) and webhook modules with one webhook are formatted as
+    ruff format writes them. (The shared project's test also runs ``mypy --strict``.)"""
+    root = tmp_path / "edge"
+    init_project(root, domain="example.com")
+    for version, kind in [("v2", "Memcached"), ("v10", "Memcached"), ("v1alpha1", "Memcached")]:
+        create_api(root, group="cache", version=version, kind=kind)
+    create_api(root, group="cache", version="v2", kind="Aa")
+    create_api(root, group="ops", version="v2", kind="AB", namespaced=False, scale=True)
+    create_webhook(root, group="cache", version="v2", kind="Memcached", validation=True)
+    create_webhook(root, group="cache", version="v10", kind="Memcached", defaulting=True)
+    create_webhook(root, group="cache", version="v2", kind="Memcached", conversion=True)
+    for check in (["check"], ["format", "--check"]):
+        result = subprocess.run(
+            [sys.executable, "-m", "ruff", *check, "--no-cache", "."],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+    wiring = (root / "edge" / "_wiring.py").read_text()
+    assert "from edge.api import v1alpha1, v2, v10\n" in wiring
+    assert "from edge.webhooks import memcached_v2, memcached_v10\n" in wiring

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-LAZY = ["pyctrl", "pyctrl.client", "pyctrl.client.objects"]
+LAZY = ["pyctrl", "pyctrl.client", "pyctrl.client.objects", "pyctrl.scaffold"]
 
 
 def _type_checking_imports(package: types.ModuleType) -> dict[str, str]:

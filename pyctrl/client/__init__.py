@@ -74,6 +74,7 @@ if _typing.TYPE_CHECKING:
     )
     from pyctrl.client.objects import (
         ConfigMap,
+        Deployment,
         Event,
         Job,
         KubeModel,
@@ -160,6 +161,7 @@ else:
             ),
             "pyctrl.client.objects": (
                 "ConfigMap",
+                "Deployment",
                 "Event",
                 "Job",
                 "KubeModel",
@@ -238,6 +240,7 @@ __all__ = [
     "CreateOptions",
     "DeleteAllOfOptions",
     "DeleteOptions",
+    "Deployment",
     "DiscoveryRESTMapper",
     "Event",
     "Expired",

@@ -33,10 +33,10 @@ def _builtin_kinds() -> tuple[type[KubeObject], ...]:
         Secret,
         Service,
     )
-    from pyctrl.client.objects.workloads import Lease, PodDisruptionBudget, StatefulSet
+    from pyctrl.client.objects.workloads import Deployment, Lease, PodDisruptionBudget, StatefulSet
 
     kinds = (ConfigMap, Secret, Service, Pod, PersistentVolumeClaim, Event, Namespace, StatefulSet)
-    return (*kinds, PodDisruptionBudget, Lease, Job)
+    return (*kinds, Deployment, PodDisruptionBudget, Lease, Job)
 
 
 if _typing.TYPE_CHECKING:
@@ -66,6 +66,9 @@ if _typing.TYPE_CHECKING:
         VolumeMount,
     )
     from pyctrl.client.objects.workloads import (
+        Deployment,
+        DeploymentSpec,
+        DeploymentStatus,
         Lease,
         LeaseSpec,
         PodDisruptionBudget,
@@ -111,6 +114,9 @@ else:
                 "VolumeMount",
             ),
             "pyctrl.client.objects.workloads": (
+                "Deployment",
+                "DeploymentSpec",
+                "DeploymentStatus",
                 "Lease",
                 "LeaseSpec",
                 "PodDisruptionBudget",
@@ -135,6 +141,9 @@ __all__ = [
     "Container",
     "ContainerPort",
     "ContainerStatus",
+    "Deployment",
+    "DeploymentSpec",
+    "DeploymentStatus",
     "EnvVar",
     "Event",
     "Job",

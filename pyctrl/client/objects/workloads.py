@@ -1,5 +1,5 @@
-"""Typed apps/v1 StatefulSet, policy/v1 PodDisruptionBudget, coordination.k8s.io/v1 Lease and the
-autoscaling/v1 Scale subresource.
+"""Typed apps/v1 StatefulSet and Deployment, policy/v1 PodDisruptionBudget, coordination.k8s.io/v1 Lease
+and the autoscaling/v1 Scale subresource.
 
 Mirrors ``k8s.io/api/{apps,policy,coordination,autoscaling}`` for the fields operators use; other
 fields are kept as extras (lossless, see :mod:`pyctrl.client.objects.meta`).
@@ -16,6 +16,9 @@ from pyctrl.client.objects.core import PersistentVolumeClaim, PodTemplateSpec
 from pyctrl.client.objects.meta import KubeModel, KubeObject, LabelSelector
 
 __all__ = [
+    "Deployment",
+    "DeploymentSpec",
+    "DeploymentStatus",
     "Lease",
     "LeaseSpec",
     "PodDisruptionBudget",
@@ -58,6 +61,33 @@ class StatefulSet(KubeObject):
     gvk = GroupVersionKind("apps", "v1", "StatefulSet")
     spec: StatefulSetSpec | None = None
     status: StatefulSetStatus | None = None
+
+
+class DeploymentSpec(KubeModel):
+    selector: LabelSelector | None = None
+    template: PodTemplateSpec = Field(default_factory=PodTemplateSpec)
+    replicas: int | None = None
+    strategy: dict[str, Any] | None = None
+    min_ready_seconds: int | None = None
+    revision_history_limit: int | None = None
+    progress_deadline_seconds: int | None = None
+    paused: bool | None = None
+
+
+class DeploymentStatus(KubeModel):
+    replicas: int | None = None
+    ready_replicas: int | None = None
+    available_replicas: int | None = None
+    unavailable_replicas: int | None = None
+    updated_replicas: int | None = None
+    observed_generation: int | None = None
+    conditions: list[dict[str, Any]] | None = None
+
+
+class Deployment(KubeObject):
+    gvk = GroupVersionKind("apps", "v1", "Deployment")
+    spec: DeploymentSpec | None = None
+    status: DeploymentStatus | None = None
 
 
 class PodDisruptionBudgetSpec(KubeModel):

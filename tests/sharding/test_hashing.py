@@ -7,6 +7,7 @@ import pytest
 
 from pyctrl.client.objects import Lease, LeaseSpec, ObjectMeta
 from pyctrl.sharding import Peers, member_lease_name, object_key, rendezvous_owner
+from pyctrl.sharding.hashing import score
 from pyctrl.workqueue import FakeClock
 
 KEYS = [object_key(f"ns-{i % 7}", f"cluster-{i}") for i in range(1000)]
@@ -33,10 +34,15 @@ def test_each_member_owns_its_share_within_20_percent(n: int) -> None:
 @pytest.mark.parametrize("n", range(3, 11))
 def test_a_leaving_member_moves_only_its_own_keys(n: int) -> None:
     ms = members(n)
+    before = owners(ms)
     for leaving in ms:
-        before, after = owners(ms), owners([m for m in ms if m != leaving])
+        after = owners([m for m in ms if m != leaving])
         moved = {k for k in KEYS if before[k] != after[k]}
         assert moved == {k for k in KEYS if before[k] == leaving}
+        # each moved key goes to the member with its next-highest score
+        for k in moved:
+            runner_up = sorted(ms, key=lambda m, k=k: score(m, k))[-2]
+            assert after[k] == runner_up
 
 
 @pytest.mark.parametrize("n", range(3, 10))

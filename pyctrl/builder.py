@@ -182,8 +182,9 @@ class ControllerBuilder:
                 )
             except ValueError as exc:
                 raise BuilderError(str(exc)) from exc
+            extra = gate.sources([*self._for.predicates, *self._filters])
             self._for.predicates = [*self._for.predicates, gate.predicate()]
-            reconciler, extra = gate, gate.sources()
+            reconciler = gate
         controller = Controller(name, reconciler, **self._options)
         sources = [self._source(watch) for watch in ([self._for] if self._for else []) + self._watches]
         sources += extra

@@ -55,6 +55,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,12 +69,12 @@ from pyctrl.client.objects import Lease
 from pyctrl.client.patch import PatchType, RawPatch
 from pyctrl.client.scheme import Kind as KindType
 from pyctrl.client.scheme import kind_gvk
-from pyctrl.event import Event, GenericEvent, UpdateEvent, event_key
+from pyctrl.event import Event, GenericEvent, UpdateEvent, event_key, event_object
 from pyctrl.handler import enqueue_request_for_object
 from pyctrl.leaderelection import LeaderElectionConfig, LeaderElectionLost, LeaderElector, default_identity
 from pyctrl.log import get_logger
 from pyctrl.metrics import registry
-from pyctrl.predicate import Funcs, Predicate, as_predicate
+from pyctrl.predicate import Funcs, Predicate, PredicateLike, as_predicate, passes
 from pyctrl.reconcile import Reconciler, Request, Result
 from pyctrl.sharding.hashing import object_key, rendezvous_owner
 from pyctrl.sharding.membership import RING_LABEL, Peers, member_lease_name
@@ -258,7 +259,12 @@ class ShardCoordinator:
     def _spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self.log.error("Sharding task failed", exc_info=task.exception())
 
 
 class ShardedReconciler:
@@ -289,19 +295,27 @@ class ShardedReconciler:
 
         return as_predicate(mine)
 
-    def sources(self) -> list[Source]:
+    def sources(self, predicates: Sequence[PredicateLike] = ()) -> list[Source]:
         """The member's own sources: objects re-enqueued on membership changes, and objects
-        whose ownership annotation changed (a release we wait for) when we desire them."""
+        whose ownership annotation changed (a release we wait for) when we desire them. Both
+        deliver only objects that ``predicates`` (the controller's own for its ``for_`` kind)
+        pass as a ``GenericEvent``, so an object the controller filters out (a label selector)
+        is never claimed."""
+        ps = [as_predicate(p) for p in predicates]
+
+        def selected(obj: Any) -> bool:
+            return all(passes(p, GenericEvent(obj)) for p in ps)
 
         def released(event: UpdateEvent) -> bool:
             old = _access.annotations(event.object_old).get(self.annotation)
             new = _access.annotations(event.object_new).get(self.annotation)
             ns, name = event_key(event)
-            return old != new and self.coordinator.owner_of(ns, name) == self.coordinator.identity
+            mine = self.coordinator.owner_of(ns, name) == self.coordinator.identity
+            return old != new and mine and selected(event.object_new)
 
         never = Funcs(lambda _: False, released, lambda _: False, lambda _: False)
         return [
-            Channel(self.events, enqueue_request_for_object()),
+            Channel(self.events, enqueue_request_for_object(), [lambda e: selected(event_object(e))]),
             Kind(self.coordinator.cache, self.kind, enqueue_request_for_object(), [never]),
         ]
 

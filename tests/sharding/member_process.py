@@ -1,11 +1,12 @@
 """A sharded manager process for the sharding tests (run with ``sys.executable -m``).
 
-It reconciles the ConfigMaps of one namespace (``requeue_after`` 0.3 s, so every held object is
-reconciled continuously) as a member of a sharding ring, and appends one line per fact to
-``--out``: ``<fact> <time.monotonic()> <detail>`` (CLOCK_MONOTONIC is system-wide on Linux, so
-times of different processes compare). Facts: ``started`` (identity), ``begin``/``end`` (name)
-around each reconcile, whose body is an uncached read (a real await, so reconciles of different
-members interleave), and ``exit``. SIGKILL is the crash the test inflicts.
+It reconciles the ConfigMaps labelled ``shard-test=yes`` of one namespace (``requeue_after``
+0.3 s, so every held object is reconciled continuously) as a member of a sharding ring, and
+appends one line per fact to ``--out``: ``<fact> <time.monotonic()> <detail>``
+(CLOCK_MONOTONIC is system-wide on Linux, so times of different processes compare). Facts:
+``started`` (identity), ``begin``/``end`` (name) around each reconcile, whose body is an
+uncached read (a real await, so reconciles of different members interleave), and ``exit``.
+SIGKILL is the crash the test inflicts.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from typing import Any
 
 from pyctrl.builder import ControllerBuilder
 from pyctrl.client import ConfigMap, load_kubeconfig
+from pyctrl.log import setup_logging
 from pyctrl.manager import Manager
+from pyctrl.predicate import label_selector
 from pyctrl.reconcile import Request, Result
 from pyctrl.sharding import ShardingOptions
 
@@ -45,6 +48,7 @@ class Recording:
 
 
 async def main(args: argparse.Namespace) -> None:
+    setup_logging("text", "INFO")  # to the process's log file, read when the test fails
     facts = Facts(args.out)
     lease, renew, retry = (float(x) for x in args.timings.split(","))
     options = ShardingOptions(
@@ -64,7 +68,8 @@ async def main(args: argparse.Namespace) -> None:
         graceful_shutdown_timeout=5.0,
     )
     facts.write("started", args.identity)
-    builder = ControllerBuilder(mgr).for_(ConfigMap).named("recording")
+    selected = label_selector({"shard-test": "yes"})  # not the namespace's kube-root-ca.crt
+    builder = ControllerBuilder(mgr).for_(ConfigMap, predicates=[selected]).named("recording")
     builder.with_options(max_concurrent_reconciles=4).complete(Recording(mgr.api_reader, facts))
     try:
         await mgr.start()

@@ -114,7 +114,9 @@ def test_three_members_share_thirty_objects_and_a_killed_members_objects_move_wi
     names = [f"object-{i:02d}" for i in range(OBJECTS)]
     for name in names:
         envtest.http.request(
-            "POST", f"/api/v1/namespaces/{namespace}/configmaps", {"metadata": {"name": name}}
+            "POST",
+            f"/api/v1/namespaces/{namespace}/configmaps",
+            {"metadata": {"name": name, "labels": {"shard-test": "yes"}}},
         )
     members = [spawn(identity) for identity in ("member-a", "member-b", "member-c")]
     ids = [m.identity for m in members]
@@ -127,7 +129,13 @@ def test_three_members_share_thirty_objects_and_a_killed_members_objects_move_wi
         held = {i["metadata"]["name"]: (i["metadata"].get("annotations") or {}) for i in items}
         return all(held[n].get("shard.pyctrl.io/recording") == owner[n] for n in names)
 
-    poll_until("every object claimed by its rendezvous owner", annotated_as_hashed, 120, interval=0.2)
+    poll_until(
+        "every object claimed by its rendezvous owner",
+        annotated_as_hashed,
+        120,
+        interval=0.2,
+        on_timeout=lambda: "".join(f"\n{m.identity}: {m.log()}" for m in members),
+    )
     steady = time.monotonic()
 
     def each_reconciled_twice_since(t: float, by: list[Member]) -> bool:
@@ -172,3 +180,6 @@ def test_three_members_share_thirty_objects_and_a_killed_members_objects_move_wi
             n for n in names if (new_owner.get(n) or owner[n]) == m.identity
         }
     assert overlaps(members, {victim.identity: killed_at}) == []
+    # the controller's own predicate (a label selector) also bounds what the members claim
+    root_ca = envtest.http.request("GET", f"/api/v1/namespaces/{namespace}/configmaps/kube-root-ca.crt")
+    assert "shard.pyctrl.io/recording" not in (root_ca["metadata"].get("annotations") or {})

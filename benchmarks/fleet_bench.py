@@ -73,7 +73,7 @@ def cluster_body(name: str, down_after_ms: int) -> bytes:
 
 async def grow(t: Transport, start: int, stop: int, down_after_ms: int) -> None:
     """Create clusters ``fleet-<start>`` … ``fleet-<stop - 1>`` (16 creates in flight) and wait until
-    all of the fleet is Running."""
+    all of the fleet is Running (or, past the deadline, at least 90 % of it)."""
     sem = asyncio.Semaphore(16)
 
     async def create(i: int) -> None:
@@ -83,19 +83,23 @@ async def grow(t: Transport, start: int, stop: int, down_after_ms: int) -> None:
 
     await asyncio.gather(*(create(i) for i in range(start, stop)))
     began = time.monotonic()
-
-    async def all_running() -> bool:
+    deadline = began + 300 + 6 * (stop - start)
+    while True:
         doc = await t.request_json("GET", BASE)
-        items = doc.get("items") or []
         running = sum(
             (i.get("status") or {}).get("phase") == "Running"
             and (i.get("status") or {}).get("readyReplicas") == 2
-            for i in items
+            for i in doc.get("items") or []
         )
         print(f"  {running}/{stop} clusters Running ({time.monotonic() - began:.0f} s)", flush=True)
-        return bool(running == stop)
-
-    await until(_every(all_running, 5.0), 300 + 6 * (stop - start), f"{stop} clusters Running")
+        if running == stop:
+            return
+        if time.monotonic() > deadline:
+            if running >= 0.9 * stop:  # a loaded machine keeps a few failing over: measured as is
+                print(f"  going on with {running}/{stop} Running (the others keep failing over)", flush=True)
+                return
+            raise TimeoutError(f"only {running}/{stop} clusters Running after {deadline - began:.0f} s")
+        await asyncio.sleep(5.0)  # a list of the whole fleet every 5 s, no more
 
 
 def _every(check: Any, seconds: float) -> Any:
@@ -268,7 +272,11 @@ async def measure(scales: list[int], args: argparse.Namespace, env: Environment,
         have = 0
         for n in scales:
             print(f"\nscale {n}: growing the fleet from {have}", flush=True)
-            await grow(t, have, n, args.down_after_ms)
+            try:
+                await grow(t, have, n, args.down_after_ms)
+            except TimeoutError as exc:  # report the scales measured so far
+                print(f"  scale {n} not measured: {exc}", flush=True)
+                break
             have = n
             row = Scale(n)
             await _procs.wait_quiet(operator, window=5.0, busy=0.5, timeout=120)

@@ -15,6 +15,7 @@ the names most operators need. Sub-packages, one concept each:
 - ``pyctrl.conversion``     -- ``pkg/conversion``: Hub and Convertible versions of a kind
 - ``pyctrl.manager``        -- ``pkg/manager``: runnables, servers, leader election
 - ``pyctrl.leaderelection`` -- client-go ``tools/leaderelection`` (Lease lock)
+- ``pyctrl.sharding``       -- no controller-runtime counterpart: a controller's objects over replicas
 - ``pyctrl.recorder``       -- client-go ``tools/record``: Events with correlation
 - ``pyctrl.controllerutil`` -- ``pkg/controller/controllerutil``
 - ``pyctrl.healthz``, ``pyctrl.metrics``, ``pyctrl.log`` -- probes, the metrics registry, logging

@@ -20,6 +20,10 @@
   ``builder.OnlyMetadata``): that kind is watched and cached as ``PartialObjectMetadata`` (its
   metadata only; see :mod:`pyctrl.cache`), and its events carry ``PartialObjectMetadata`` objects;
   the reconciler reads it with ``client.get(PartialObjectMetadata.of(kind), ...)``;
+- on a manager with ``sharding`` (:mod:`pyctrl.sharding`), the ``for_`` kind is sharded: its
+  events pass only for objects this member desires or holds, the reconciler runs behind the
+  shard fence, and the member's own sources (membership re-enqueue, release notices) are added;
+  ``with_options(sharded=False)`` opts a controller out (every member then reconciles everything);
 - options keep the builder's chain flat (keyword options instead of method variants).
 
 Misuse is reported by ``complete`` with ``BuilderError``: no ``for_`` and no name, ``for_`` given
@@ -48,6 +52,7 @@ from pyctrl.client.restmapper import StaticRESTMapper
 from pyctrl.client.scheme import Kind as KindType
 from pyctrl.client.scheme import kind_gvk
 from pyctrl.controller import Controller, ControllerError
+from pyctrl.controller.controller import validate_reconciler
 from pyctrl.handler import EventHandler, enqueue_request_for_object, enqueue_request_for_owner
 from pyctrl.manager import ManagerProtocol, WebhookHost
 from pyctrl.predicate import PredicateLike
@@ -91,6 +96,7 @@ class ControllerBuilder:
         self._options: dict[str, Any] = {}
         self._name: str | None = None
         self._errors: list[str] = []
+        self._sharded = True
 
     def for_(
         self, kind: KindType, *, predicates: Sequence[PredicateLike] = (), only_metadata: bool = False
@@ -142,7 +148,10 @@ class ControllerBuilder:
         reconciliation_timeout: float | None = None,
         cache_sync_timeout: float | None = None,
         clock: Clock | None = None,
+        sharded: bool | None = None,
     ) -> Self:
+        if sharded is not None:
+            self._sharded = sharded
         given = {
             "max_concurrent_reconciles": max_concurrent_reconciles,
             "rate_limiter": rate_limiter,
@@ -164,8 +173,21 @@ class ControllerBuilder:
         name = self._controller_name()
         if self._for_kind is None and any(w.owner for w in self._watches):
             raise BuilderError("owns() needs for_(kind): owned objects enqueue their owner of that kind")
+        coordinator = getattr(self._mgr, "shard_coordinator", None) if self._sharded else None
+        extra: list[Source] = []
+        if coordinator is not None and self._for is not None:
+            try:
+                gate = coordinator.shard(
+                    name, self._for.kind_or_source, validate_reconciler(name, reconciler)
+                )
+            except ValueError as exc:
+                raise BuilderError(str(exc)) from exc
+            extra = gate.sources([*self._for.predicates, *self._filters])
+            self._for.predicates = [*self._for.predicates, gate.predicate()]
+            reconciler = gate
         controller = Controller(name, reconciler, **self._options)
         sources = [self._source(watch) for watch in ([self._for] if self._for else []) + self._watches]
+        sources += extra
         try:
             self._mgr.register_controller_name(name)
         except Exception as exc:  # ManagerError: the name is taken

@@ -36,6 +36,7 @@ import datetime
 import random
 import socket
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,6 +96,9 @@ class LeaderElectionConfig:
     renew_deadline: float = 10.0
     retry_period: float = 2.0
     release_on_cancel: bool = False
+    #: labels the Lease carries (set when created, kept on every write): sharding's member
+    #: Leases are found by them (:mod:`pyctrl.sharding`)
+    labels: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.name or not self.namespace:
@@ -200,7 +204,7 @@ class LeaderElector:
             lease: Lease = await self.client.get(Lease, cfg.name, namespace=cfg.namespace)
         except NotFound:
             new = Lease(
-                metadata=ObjectMeta(name=cfg.name, namespace=cfg.namespace),
+                metadata=ObjectMeta(name=cfg.name, namespace=cfg.namespace, labels=dict(cfg.labels) or None),
                 spec=LeaseSpec(
                     holder_identity=cfg.identity,
                     lease_duration_seconds=max(1, round(cfg.lease_duration)),
@@ -230,7 +234,11 @@ class LeaderElector:
             renew_time=now_wall,
             lease_transitions=transitions if holder == cfg.identity else transitions + 1,
         )
-        return await self._write(lease.model_copy(update={"spec": new_spec}), create=False)
+        update: dict[str, Any] = {"spec": new_spec}
+        if cfg.labels and any((lease.metadata.labels or {}).get(k) != v for k, v in cfg.labels.items()):
+            labels = {**(lease.metadata.labels or {}), **cfg.labels}
+            update["metadata"] = lease.metadata.model_copy(update={"labels": labels})
+        return await self._write(lease.model_copy(update=update), create=False)
 
     async def _write(self, lease: Lease, *, create: bool) -> bool:
         try:

@@ -26,7 +26,7 @@ from pyctrl.client.errors import TransportError
 from pyctrl.envtest import Environment
 from pyctrl.leaderelection import LeaderElectionConfig, LeaderElectionLost, LeaderElector
 
-TIMINGS = {"lease_duration": 4.0, "renew_deadline": 3.0, "retry_period": 0.5}
+TIMINGS: dict[str, Any] = {"lease_duration": 4.0, "renew_deadline": 3.0, "retry_period": 0.5}
 
 
 class Cuttable:

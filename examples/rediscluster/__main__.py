@@ -9,7 +9,10 @@ lease duration > renew deadline > 1.2 x retry period, as client-go), ``--metrics
 ``--max-concurrent-reconciles``, ``--no-warm-standby`` (a standby then starts its informers only
 after winning the election), ``--webhook-port``/``--webhook-host``/``--webhook-cert-dir`` to serve the
 validating webhook (off by default: it needs a serving certificate), and ``--redis-timeout`` (the
-connect and socket timeout of every Redis command and health probe, default 1 s). Exit codes: 0
+connect and socket timeout of every Redis command and health probe, default 1 s), and
+``--shard-count N`` (N > 1: this replica is one of N sharing the RedisClusters, see
+:mod:`pyctrl.sharding`; the ``--leader-elect-*`` timings and namespace apply to its member Lease;
+not with ``--leader-elect``). Exit codes: 0
 after a clean stop, 1 on a runtime failure or lost leadership, 2 on bad configuration (unreadable
 kubeconfig, unreachable apiserver, missing CRD).
 """
@@ -96,7 +99,17 @@ def parse_args(argv: list[str] | None = None) -> OperatorOptions:
         default=DEFAULT_IMAGE,
         help=f"image of the backup Jobs and restore init containers (default {DEFAULT_IMAGE})",
     )
+    p.add_argument(
+        "--shard-count",
+        type=int,
+        default=1,
+        help="replicas sharing the RedisClusters, each reconciling its part (default 1: no sharding)",
+    )
     args = p.parse_args(argv)
+    if args.shard_count < 1:
+        p.error(f"--shard-count must be at least 1, got {args.shard_count}")
+    if args.shard_count > 1 and args.leader_elect:
+        p.error("--shard-count > 1 and --leader-elect exclude each other: sharded replicas all reconcile")
     try:
         LeaderElectionConfig(
             name=args.leader_election_id,

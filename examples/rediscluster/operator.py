@@ -37,6 +37,7 @@ from pyctrl.handler import enqueue_request_for_object, enqueue_requests_from_map
 from pyctrl.leaderelection import LeaderElectionLost
 from pyctrl.log import get_logger
 from pyctrl.predicate import Funcs, label_selector
+from pyctrl.sharding import ShardingOptions
 from pyctrl.source import Channel
 from pyctrl.webhook import Server, WebhookError
 
@@ -66,6 +67,11 @@ class OperatorOptions:
     redis_timeout: float = DEFAULT_IO_TIMEOUT
     warm_standby: bool = True
     backup_image: str = DEFAULT_IMAGE
+    shard_count: int = 1
+
+
+#: The sharding ring of the operator's replicas (``--shard-count`` > 1; see :mod:`pyctrl.sharding`).
+SHARDING_RING = "rediscluster-operator"
 
 
 class ProberRunnable:
@@ -145,6 +151,15 @@ def build_operator(config: Any, options: OperatorOptions) -> Operator:
         retry_period=options.retry_period,
         leader_election_release_on_cancel=True,
         warm_standby=options.warm_standby,
+        sharding=ShardingOptions(
+            ring=SHARDING_RING,
+            namespace=options.leader_election_namespace,
+            lease_duration=options.lease_duration,
+            renew_deadline=options.renew_deadline,
+            retry_period=options.retry_period,
+        )
+        if options.shard_count > 1
+        else None,
     )
     events: asyncio.Queue[GenericEvent] = asyncio.Queue()
 

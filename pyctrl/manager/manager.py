@@ -35,6 +35,12 @@ Guarantees:
   controller's own queue); workers, probers and every other leader-only runnable still start
   only once elected, so a standby never reconciles or writes. Its cost is a standby's cache (memory,
   one watch per kind on the apiserver); ``warm_standby=False`` starts sources only after winning.
+- sharding (no controller-runtime counterpart; :mod:`pyctrl.sharding`): with
+  ``sharding=ShardingOptions(ring=...)`` the manager is a member of a ring of replicas; its
+  ``shard_coordinator`` runs with the runnables that need no leader election (so it stops after the
+  controllers, then releases its member Lease), ``/readyz`` fails until it is a member, and every
+  controller built on the manager reconciles only the ``for_`` objects this member holds. When the
+  member Lease cannot be renewed the member fences itself at once and ``start`` raises.
 """
 
 from __future__ import annotations
@@ -59,6 +65,7 @@ from pyctrl.recorder import EventBroadcaster, EventRecorder
 if TYPE_CHECKING:  # at run time imported where used: a manager without them never loads them
     from pyctrl.leaderelection import LeaderElector
     from pyctrl.manager.filters import FilterProvider
+    from pyctrl.sharding import ShardCoordinator, ShardingOptions
     from pyctrl.webhook import Server as WebhookServer
 
 __all__ = ["Manager", "ManagerError", "ManagerProtocol", "Runnable", "WebhookHost"]
@@ -168,6 +175,7 @@ class Manager:
         graceful_shutdown_timeout: float = 30.0,
         webhook_server: WebhookServer | None = None,
         warm_standby: bool = True,
+        sharding: ShardingOptions | None = None,
     ) -> None:
         self.config = config
         self.scheme = scheme
@@ -208,6 +216,18 @@ class Manager:
         self.metrics_server: HTTPServer | None = None
         self.probe_server: HTTPServer | None = None
         self.elector: LeaderElector | None = None
+        self.shard_coordinator: ShardCoordinator | None = None
+        if sharding is not None:
+            from pyctrl.sharding import ShardCoordinator
+
+            self.shard_coordinator = ShardCoordinator(
+                self.api_client,
+                self.cache,
+                sharding,
+                namespace=sharding.namespace or _incluster_namespace() or "default",
+            )
+            self.add(self.shard_coordinator)
+            self.readyz_checks["sharding"] = self.shard_coordinator.readyz
         if leader_election:
             if not leader_election_id:
                 raise ManagerError("leader_election needs leader_election_id (the Lease name)")

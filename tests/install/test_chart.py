@@ -163,6 +163,23 @@ def test_lease_timings_are_values_and_a_combination_client_go_refuses_is_refused
     assert result.stdout == ""
 
 
+def test_shard_count_runs_that_many_sharding_replicas_instead_of_leader_election(
+    helm: str, render: Render
+) -> None:
+    objects = render("shardCount=3", "leaderElection.enabled=false", "leaderElection.leaseDuration=8")
+    deploy = find(objects, "Deployment")
+    args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert deploy["spec"]["replicas"] == 3
+    assert {"--shard-count=3", "--leader-elect-lease-duration=8"} <= set(args)
+    assert "--leader-elect" not in args
+    rules = find(objects, "Role", "rco-rediscluster-operator-leader-election")["rules"]
+    ring_rule = {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["list", "delete"]}
+    assert ring_rule in rules
+    result = run(helm, "template", "rco", str(CHART), "--set", "shardCount=3", check=False)
+    assert result.returncode != 0
+    assert "shardCount > 1 replaces leader election" in result.stderr
+
+
 @pytest.mark.parametrize(
     ("value", "named"),
     [
@@ -175,6 +192,7 @@ def test_lease_timings_are_values_and_a_combination_client_go_refuses_is_refused
         ("replicas=2", "replicas"),  # not a value of this chart (helm create's name is replicaCount)
         ("serviceMonitor.interval=soon", "serviceMonitor.interval"),
         ("leaderElection.retryPeriod=0", "leaderElection.retryPeriod"),
+        ("shardCount=0", "shardCount"),
     ],
 )
 def test_values_breaking_the_schema_are_refused_naming_the_value(helm: str, value: str, named: str) -> None:

@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap test lint typecheck pytest docs demo bench controlplane helm promtool image image-test generate clean
+.PHONY: bootstrap test e2e lint typecheck pytest docs demo bench controlplane helm promtool node node-images image image-test generate clean
 
 bootstrap:
 	@scripts/bootstrap.sh
@@ -15,6 +15,13 @@ helm:
 
 promtool:
 	@tools/promtool/build.sh
+
+# Real nodes: kubelet, kube-proxy and CoreDNS (tools/node), containerd & co from Debian, the images.
+node:
+	@tools/node/build.sh
+
+node-images:
+	@scripts/node-images.sh
 
 # The operator's OCI image without a daemon (buildah, vfs, chroot; Debian base via mmdebstrap):
 # minutes, so not part of `make test`. `image-test` builds it when needed, then checks it.
@@ -40,6 +47,11 @@ test: bootstrap
 	$(PY) -m mypy
 	$(SPHINX)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# End-to-end on real nodes (upstream kubelet + containerd + runc, kube-proxy, CoreDNS): builds the
+# node binaries and images when missing, then tests/realnode (not part of `make test`).
+e2e: bootstrap node node-images
+	PYCTRL_E2E=1 $(PY) -m pytest tests/realnode -p no:cacheprovider $(PYTEST_ARGS)
 
 # The guide (docs/): Sphinx, warnings are errors, a fresh build each time; the trace example in it
 # starts its own control plane. Open docs/_build/html/index.html.

@@ -29,7 +29,6 @@ for arg in "$@"; do
 done
 
 scripts/node-deps.sh 2>/dev/null || scripts/node-deps.sh
-bin="$(tools/node/build.sh --print-bin-dir --quiet)" || die "step 'tools/node/build.sh' failed"
 
 cache="${PYCTRL_CACHE_DIR:-$HOME/.cache/pyctrl}/node-images"
 log="$cache/build.log"
@@ -92,28 +91,12 @@ else
   echo "$sum" > "$cache/pause.oci.tar.built-from"
 fi
 
-# 2. CoreDNS
-sum="$( (echo "$script_sum"; sha256sum "$bin/coredns") | sha256sum | cut -d' ' -f1)"
-if fresh coredns "$sum"; then
-  say "[2/3] coredns up to date"
-else
-  say "[2/3] coredns $coredns_version from $bin/coredns"
-  rm -rf "$cache/coredns.root" && mkdir -p "$cache/coredns.root"
-  cp "$bin/coredns" "$cache/coredns.root/coredns"
-  tar -C "$cache/coredns.root" --owner=0 --group=0 -cf "$cache/coredns.layer.tar" coredns
-  pack coredns "localhost/pyctrl/coredns:$coredns_version" "$cache/coredns.layer.tar" \
-    --config.entrypoint /coredns --config.user 65532:65532 --config.exposedports 53/udp \
-    --config.exposedports 53/tcp --config.exposedports 9153/tcp
-  rm -rf "$cache/coredns.root" "$cache/coredns.layer.tar"
-  echo "$sum" > "$cache/coredns.oci.tar.built-from"
-fi
-
-# 3. Redis
+# 2. Redis
 sum="$(echo "$script_sum" | sha256sum | cut -d' ' -f1)"
 if fresh redis "$sum"; then
-  say "[3/3] redis up to date"
+  say "[2/3] redis up to date"
 else
-  say "[3/3] redis: mmdebstrap bookworm minbase + redis-server redis-tools (a minute or two; log: $log)"
+  say "[2/3] redis: mmdebstrap bookworm minbase + redis-server redis-tools (a minute or two; log: $log)"
   # The user first (minbase has no useradd), with the official image's ids: the package's postinst keeps it.
   mmdebstrap --variant=minbase --include=redis-server,redis-tools \
     --essential-hook='echo "redis:x:999:" >> "$1/etc/group"' \
@@ -127,6 +110,23 @@ else
     --config.exposedports 6379/tcp
   rm -f "$cache/redis.layer.tar"
   echo "$sum" > "$cache/redis.oci.tar.built-from"
+fi
+
+# 3. CoreDNS (built by tools/node/build.sh, which returns at once when it is up to date)
+bin="$(tools/node/build.sh --print-bin-dir --quiet)" || die "step 'tools/node/build.sh' failed"
+sum="$( (echo "$script_sum"; sha256sum "$bin/coredns") | sha256sum | cut -d' ' -f1)"
+if fresh coredns "$sum"; then
+  say "[3/3] coredns up to date"
+else
+  say "[3/3] coredns $coredns_version from $bin/coredns"
+  rm -rf "$cache/coredns.root" && mkdir -p "$cache/coredns.root"
+  cp "$bin/coredns" "$cache/coredns.root/coredns"
+  tar -C "$cache/coredns.root" --owner=0 --group=0 -cf "$cache/coredns.layer.tar" coredns
+  pack coredns "localhost/pyctrl/coredns:$coredns_version" "$cache/coredns.layer.tar" \
+    --config.entrypoint /coredns --config.user 65532:65532 --config.exposedports 53/udp \
+    --config.exposedports 53/tcp --config.exposedports 9153/tcp
+  rm -rf "$cache/coredns.root" "$cache/coredns.layer.tar"
+  echo "$sum" > "$cache/coredns.oci.tar.built-from"
 fi
 
 say "images in $cache: $(cd "$cache" && du -h ./*.oci.tar | awk '{printf "%s %s  ", $2, $1}')($(( $(date +%s) - start ))s)"

@@ -3,11 +3,13 @@
 Every environment with ``runtime="kubelet"`` claims a *slot* ``s`` (0 .. ``SLOTS - 1``) and uses
 only ``10.<200 + s>.0.0/16``, split as kind splits its ranges:
 
-- ``10.B.0.0/24``: the link network, a bridge ``pyctrlbr<s>`` in the host's network namespace;
-  the host (where kube-apiserver listens) is ``10.B.0.1``, node *i* (from 1) ``10.B.0.<1 + i>``
-  on a veth whose other end is ``eth0`` in the node's own network namespace;
 - ``10.B.<i>.0/24``: node *i*'s Pods (its CNI bridge ``cni0`` is ``10.B.<i>.1``);
 - ``10.B.0.0/17``: the cluster's Pod range (kube-proxy's ``clusterCIDR``);
+- ``10.B.128.0/24``: the link network, a bridge ``pyctrlbr<s>`` in the host's network namespace;
+  the host (where kube-apiserver listens) is ``10.B.128.1``, node *i* (from 1)
+  ``10.B.128.<1 + i>`` on a veth whose other end is ``eth0`` in the node's own network namespace.
+  It lies outside the Pod range, so kube-proxy masquerades what the host sends to a ClusterIP
+  (the reply comes back through the same node, which undoes its DNAT);
 - ``10.B.192.0/20``: the Service range (``kubernetes`` at ``.192.1``, cluster DNS at ``.192.10``).
 
 The host routes each node's Pod range to that node, the Service range to a running node, and the
@@ -61,12 +63,12 @@ class NetworkPlan:
 
     @property
     def link_cidr(self) -> str:
-        return f"{self._b}.0.0/24"
+        return f"{self._b}.128.0/24"
 
     @property
     def host_ip(self) -> str:
         """Where kube-apiserver listens; the nodes' gateway to the host."""
-        return f"{self._b}.0.1"
+        return f"{self._b}.128.1"
 
     @property
     def cluster_cidr(self) -> str:
@@ -90,7 +92,7 @@ class NetworkPlan:
 
     def node_ip(self, index: int) -> str:
         self._check(index)
-        return f"{self._b}.0.{1 + index}"
+        return f"{self._b}.128.{1 + index}"
 
     def pod_cidr(self, index: int) -> str:
         self._check(index)

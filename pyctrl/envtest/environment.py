@@ -227,7 +227,11 @@ class Environment(ClusterConveniences):
     def attach(cls, state_dir: Path | str) -> Environment:
         """An ``Environment`` for a control plane started detached in ``state_dir``."""
         env = cls(state_dir=state_dir, attached=False)
-        env.node_names = env._load_state().get("nodes", env.node_names)
+        state = env._load_state()
+        env.node_names = state.get("nodes", env.node_names)
+        env.real = _recorded_real_nodes(env.state_dir, env.pki, state)
+        if env.real is not None:
+            env.runtime = "kubelet"
         if env.ports:
             env._connect()
         return env
@@ -518,17 +522,15 @@ class Environment(ClusterConveniences):
             raise EnvtestError(f"{self.state_file} is corrupt: {exc}") from exc
         self.ports = {k: int(v) for k, v in state.get("ports", {}).items()}
         self.api_host = state.get("api_host", self.api_host)
-        if state.get("runtime") == "kubelet" and state.get("slot") is not None:
-            self.runtime = "kubelet"
-            self.real = RealNodes(self.state_dir, self.pki, slot=int(state["slot"]))
         self.bin_dir = Path(state["bin_dir"]) if state.get("bin_dir") else None
         for p in state.get("processes", []):
             self.processes[p["name"]] = ManagedProcess(p["name"], p["argv"], Path(p["log"]), int(p["pid"]))
         return state
 
     def _recover_stale(self) -> None:
-        """Refuse a running control plane; stop the survivors of a killed one."""
-        self._load_state()
+        """Refuse a running control plane; stop the survivors of a killed one (and remove what its
+        real nodes left on the host, unless another environment holds that slot by now)."""
+        state = self._load_state()
         if not self.processes:
             return
         if self.running():
@@ -540,4 +542,14 @@ class Environment(ClusterConveniences):
             if pid_alive(proc.pid, proc.argv[0]):
                 proc.stop()
         self.processes.clear()
+        stale = _recorded_real_nodes(self.state_dir, self.pki, state)
+        if stale is not None:
+            stale.recover(len(state.get("nodes", [])))
         self.state_file.unlink(missing_ok=True)
+
+
+def _recorded_real_nodes(state_dir: Path, pki: Pki, state: dict[str, Any]) -> RealNodes | None:
+    """The real nodes a state file records (``runtime: kubelet``), or None."""
+    if state.get("runtime") != "kubelet" or state.get("slot") is None:
+        return None
+    return RealNodes(state_dir, pki, slot=int(state["slot"]))

@@ -35,7 +35,7 @@ from pyctrl.envtest._certs import Pki
 from pyctrl.envtest._kubeconfig import write_kubeconfig
 from pyctrl.envtest._process import ManagedProcess
 from pyctrl.envtest.realnode import configs, host
-from pyctrl.envtest.realnode.plan import NetworkPlan, claim_slot
+from pyctrl.envtest.realnode.plan import NetworkPlan, SlotsExhausted, claim_slot
 
 __all__ = [
     "NODE_BINARIES",
@@ -138,6 +138,21 @@ class RealNodes:
         if self._lock is not None:
             self._lock.close()
             self._lock = None
+
+    def recover(self, nodes: int) -> None:
+        """What a killed environment's nodes left on the host (bridge, routes, cgroups), removed
+        when its slot is free (taken, it belongs to another environment now)."""
+        assert self.plan is not None
+        try:
+            plan, lock = claim_slot(only=self.plan.slot)
+        except SlotsExhausted:
+            return
+        try:
+            host.teardown_network(plan)
+            for index in range(1, nodes + 1):
+                host.remove_cgroups(host.cgroup_name(plan, index))
+        finally:
+            lock.close()
 
     def apiserver_hosts(self) -> tuple[str, ...]:
         assert self.plan is not None

@@ -111,11 +111,12 @@ def _lock_dir() -> Path:
     return Path(tempfile.gettempdir()) / "pyctrl-real-nodes"
 
 
-def claim_slot(lock_dir: Path | None = None) -> tuple[NetworkPlan, IO[str]]:
-    """Lock the lowest free slot for this process; keep (or hand on) the open file to hold it."""
+def claim_slot(lock_dir: Path | None = None, *, only: int | None = None) -> tuple[NetworkPlan, IO[str]]:
+    """Lock the lowest free slot (or slot ``only``) for this process; keep (or hand on) the open
+    file to hold it."""
     directory = lock_dir or _lock_dir()
     directory.mkdir(parents=True, exist_ok=True)
-    for slot in range(SLOTS):
+    for slot in range(SLOTS) if only is None else (only,):
         handle = (directory / f"slot-{slot}.lock").open("a+")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -127,6 +128,8 @@ def claim_slot(lock_dir: Path | None = None) -> tuple[NetworkPlan, IO[str]]:
         handle.write(f"{os.getpid()}\n")
         handle.flush()
         return NetworkPlan(slot), handle
+    if only is not None:
+        raise SlotsExhausted(f"real-node slot {only} is held by another environment")
     raise SlotsExhausted(f"all {SLOTS} real-node slots (10.200-249.0.0/16) are held by other environments")
 
 

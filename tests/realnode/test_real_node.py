@@ -240,3 +240,36 @@ def test_cluster_ip_service_and_dns_from_a_pod(env: Environment, ns: str) -> Non
         assert out.stdout.strip() == "PONG", (address, out)
     logs = kubectl(env, "logs", "-n", ns, "redis")
     assert "Ready to accept connections" in logs.stdout, logs
+
+
+def _node_processes(env: Environment, name: str) -> list[int]:
+    """Processes of node ``name`` still on the machine: whatever runs with its files' paths."""
+    marker = str(env.state_dir / "nodes" / name) + "/"
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if marker in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
+def test_power_loss_and_reboot_of_a_node(env: Environment, ns: str) -> None:
+    """stop_node kills the kubelet, containerd, its shims and containers at once; start_node boots
+    the node again (a new boot ID), and the kubelet runs the Pod still bound to it anew."""
+    create(env, ns, pod("pinned", [{"name": "main", "command": ["sleep", "3600"]}], nodeName="real-node-2"))
+    before = container_state(wait_pod(env, ns, "pinned", is_ready, "the Pod Ready"))["containerID"]
+    assert _node_processes(env, "real-node-2")
+    boot = env.http.get("/api/v1/nodes/real-node-2")["status"]["nodeInfo"]["bootID"]
+    env.stop_node("real-node-2")
+    assert _node_processes(env, "real-node-2") == []
+    env.start_node("real-node-2")
+    assert env.http.get("/api/v1/nodes/real-node-2")["status"]["nodeInfo"]["bootID"] != boot
+
+    def restarted(p: dict[str, Any]) -> bool:
+        return is_ready(p) and container_state(p).get("containerID") not in (None, before)
+
+    wait_pod(env, ns, "pinned", restarted, "the Pod running again in a new container")

@@ -11,7 +11,8 @@ What differs from a kubeadm node, and why (this machine, see docs/real-node.md):
 - kube-proxy: iptables mode (no IPVS in this kernel), conntrack sysctls left alone (they are
   machine-wide);
 - CNI: one ``bridge`` network per node with ``host-local`` addresses kept on the node's tmpfs
-  ``/run`` (a rebooted node starts afresh), no masquerading (every address is routed).
+  ``/run`` (a rebooted node starts afresh), no masquerading (every address is routed), and a
+  route to the slot's block only: Pods have no default route.
 """
 
 from __future__ import annotations
@@ -87,6 +88,9 @@ def cni_conflist(plan: NetworkPlan, index: int) -> str:
                 "ipam": {
                     "type": "host-local",
                     "ranges": [[{"subnet": subnet, "gateway": gateway}]],
+                    # The slot's block only, no default route: a Pod reaches the cluster and
+                    # the host's apiserver, and nothing else (the node has no route out either).
+                    "routes": [{"dst": plan.supernet}],
                     "dataDir": "/run/cni-ipam",
                 },
             },
@@ -156,6 +160,7 @@ def kube_proxy_config(plan: NetworkPlan, name: str, kubeconfig: Path) -> str:
         "hostnameOverride": name,
         "clusterCIDR": plan.cluster_cidr,
         "healthzBindAddress": "127.0.0.1:10256",
+        "nodePortAddresses": ["primary"],
         "metricsBindAddress": "127.0.0.1:10249",
         "conntrack": {
             "maxPerCore": 0,

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from pyctrl.envtest import Environment, poll_until
-from pyctrl.envtest.realnode import host
 
 REDIS_IMAGE = "localhost/pyctrl/redis:7"
 RESTRICTED: dict[str, Any] = {
@@ -30,28 +29,6 @@ RESTRICTED: dict[str, Any] = {
 
 def _links() -> str:
     return subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout
-
-
-@pytest.fixture(scope="module")
-def env() -> Iterator[Environment]:
-    environment = Environment(runtime="kubelet", nodes=2)
-    environment.start()
-    assert environment.real is not None
-    assert environment.real.plan is not None
-    plan = environment.real.plan
-    try:
-        yield environment
-    finally:
-        environment.stop()
-    # Nothing of it is left: no bridge or veth, no route of its range, no cgroup, no process.
-    assert plan.bridge not in _links()
-    assert f"pyctrl{plan.slot}n" not in _links()
-    routes = subprocess.run(["ip", "route"], capture_output=True, text=True, check=True).stdout
-    assert f"10.{200 + plan.slot}." not in routes, routes
-    for index in (1, 2):
-        name = host.cgroup_name(plan, index).lstrip("/")
-        assert not any((h / name).exists() for h in host._hierarchies()), name
-    assert not any(p.alive() for p in environment.processes.values())
 
 
 @pytest.fixture

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any, NoReturn
 
-__all__ = ["HOST_SYSCTLS", "main"]
+__all__ = ["HOST_SYSCTLS", "docker_name", "main"]
 
 #: What the kubelet sets at start (``setupKernelTunables``) that is not per network namespace.
 HOST_SYSCTLS = (
@@ -148,22 +148,27 @@ def _wait_socket(path: str, children: _Children, timeout: float = 60.0) -> None:
         time.sleep(0.1)
 
 
+def docker_name(name: str) -> str:
+    """``name`` as the kubelet asks for it: Docker's normalization (``pyctrl/x:1`` is
+    ``docker.io/pyctrl/x:1``, ``redis:7`` is ``docker.io/library/redis:7``)."""
+    first, _, rest = name.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        return name
+    return f"docker.io/{name}" if rest else f"docker.io/library/{name}"
+
+
 def _import_images(spec: dict[str, Any], children: _Children) -> None:
+    ctr = ["ctr", "--address", spec["containerd_socket"], "-n", "k8s.io", "images"]
     for archive in spec["images"]:
         start = time.monotonic()
-        _run(
-            f"import {archive}",
-            "ctr",
-            "--address",
-            spec["containerd_socket"],
-            "-n",
-            "k8s.io",
-            "images",
-            "import",
-            archive,
-        )
+        _run(f"import {archive}", *ctr, "import", archive)
         _say(f"imported {Path(archive).name} in {time.monotonic() - start:.1f}s")
         children.reap()
+    # An archive named by a short reference (buildah's "pyctrl/rediscluster-operator:0.1.0") gets
+    # the full name too, under which the CRI looks it up.
+    for name in _run("list images", *ctr, "ls", "-q").split():
+        if not name.startswith("sha256:") and docker_name(name) != name:
+            _run(f"tag {name}", *ctr, "tag", "--force", name, docker_name(name))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -176,7 +176,7 @@ class Environment(ClusterConveniences):
             self._start_scheduler()
             self._start_nodes(self.node_names)
             self._save_state()
-            if self.real is not None:
+            if self.real is not None and self.node_names:
                 self._start_cluster_dns()
             if self.crd_directory_paths:
                 self.install_crds(self.crd_directory_paths)

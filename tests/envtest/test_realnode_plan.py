@@ -44,6 +44,13 @@ def test_bad_slots_and_node_indexes_are_refused() -> None:
         NetworkPlan(0).node_ip(0)
 
 
+def test_an_unknown_runtime_is_refused() -> None:
+    from pyctrl.envtest import Environment
+
+    with pytest.raises(ValueError, match="runtime must be one of local, kubelet, got 'docker'"):
+        Environment(runtime="docker")
+
+
 def test_a_claimed_slot_is_held_until_its_file_is_closed(tmp_path: Path) -> None:
     first, held = claim_slot(tmp_path)
     second, other = claim_slot(tmp_path)

@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap test lint typecheck pytest docs demo bench controlplane helm promtool redis-exporter dashboard-linter image image-test generate clean
+.PHONY: bootstrap test e2e lint typecheck pytest docs demo bench controlplane helm promtool redis-exporter dashboard-linter node node-images image image-test generate clean
 
 bootstrap:
 	@scripts/bootstrap.sh
@@ -21,6 +21,13 @@ redis-exporter:
 
 dashboard-linter:
 	@tools/dashboard-linter/build.sh
+
+# Real nodes: kubelet, kube-proxy and CoreDNS (tools/node), containerd & co from Debian, the images.
+node:
+	@tools/node/build.sh
+
+node-images:
+	@scripts/node-images.sh
 
 # The operator's OCI image without a daemon (buildah, vfs, chroot; Debian base via mmdebstrap):
 # minutes, so not part of `make test`. `image-test` builds it when needed, then checks it.
@@ -46,6 +53,12 @@ test: bootstrap
 	$(PY) -m mypy
 	$(SPHINX)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# End-to-end on real nodes (upstream kubelet + containerd + runc, kube-proxy, CoreDNS): builds the
+# node binaries and images (and the operator image, `make image`) when missing, then tests/realnode
+# (not part of `make test`).
+e2e: bootstrap node node-images image
+	PYCTRL_E2E=1 $(PY) -m pytest tests/realnode -p no:cacheprovider $(PYTEST_ARGS)
 
 # The guide (docs/): Sphinx, warnings are errors, a fresh build each time; the trace example in it
 # starts its own control plane. Open docs/_build/html/index.html.

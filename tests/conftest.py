@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from pyctrl.envtest._process import pid_alive
 
 pytest_plugins = ["pyctrl.envtest.pytest_plugin"]
+
+# Real nodes (kubelet, containerd, kube-proxy; minutes): `make e2e` only, which sets PYCTRL_E2E=1.
+collect_ignore = [] if os.environ.get("PYCTRL_E2E") == "1" else ["realnode"]
 
 
 @pytest.hookimpl(trylast=True)

@@ -47,7 +47,8 @@ say() { echo "$gobuild_name: $*" >&2; }
 
 gobuild_version() {
   local version
-  version="$(awk -v m="$2" '$1 == m && $2 ~ /^v/ {print $2}' "$1" | head -n1)"
+  # A line of a require block ("MODULE vX") or a one-line require ("require MODULE vX").
+  version="$(awk -v m="$2" '$1 == "require" {$1 = ""; $0 = $0} $1 == m && $2 ~ /^v/ {print $2}' "$1" | head -n1)"
   [ -n "$version" ] || die "step 'read go.mod': no $2 requirement in $1"
   echo "$version"
 }

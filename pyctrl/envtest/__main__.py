@@ -1,8 +1,10 @@
 """``python -m pyctrl.envtest start|stop|status|node|bin-dir`` -- the local control plane, detached.
 
-- ``start --state-dir DIR [--nodes N] [--crds PATH ...] [--no-local-node]``: start it (N local
-  nodes, default 1) and print the kubeconfig path (``DIR/kubeconfig``); on a directory whose
-  control plane runs, say so and exit 0; a stale directory from a killed run is recovered.
+- ``start --state-dir DIR [--nodes N] [--runtime local|kubelet] [--crds PATH ...] [--no-local-node]``:
+  start it (N nodes, default 1: local nodes, or with ``--runtime kubelet`` real nodes -- kubelet,
+  containerd, kube-proxy -- and CoreDNS) and print the kubeconfig path (``DIR/kubeconfig``); on a
+  directory whose control plane runs, say so and exit 0; a stale directory from a killed run is
+  recovered.
 - ``stop --state-dir DIR``: stop it; no process is left behind.
 - ``status --state-dir DIR``: print each component's pid and whether it runs, and each stopped
   node (exit 1 if a component or a node not stopped on purpose is dead).
@@ -44,6 +46,12 @@ def _parser() -> argparse.ArgumentParser:
         "--nodes", type=_node_count, default=1, help="local nodes (default 1: local-node; N: local-node-1..N)"
     )
     start.add_argument("--api-port", type=int, default=None, help="preferred apiserver port")
+    start.add_argument(
+        "--runtime",
+        choices=["local", "kubelet"],
+        default="local",
+        help="local: Pods as local processes (default); kubelet: real nodes (kubelet, containerd, CoreDNS)",
+    )
     for name in ("stop", "status"):
         p = sub.add_parser(name, help=f"{name} the control plane in --state-dir")
         p.add_argument("--state-dir", type=Path, required=True)
@@ -63,6 +71,7 @@ def _start(args: argparse.Namespace) -> int:
         nodes=args.nodes,
         api_port=args.api_port,
         attached=False,
+        runtime=args.runtime,
     )
     try:
         env.start()

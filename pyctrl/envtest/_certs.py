@@ -157,14 +157,15 @@ class Pki:
         self.serving_cert, self.serving_key = directory / "apiserver.crt", directory / "apiserver.key"
         self.sa_key, self.sa_pub = directory / "sa.key", directory / "sa.pub"  # service-account tokens
 
-    def ensure(self) -> None:
-        """Create the CA, serving certificate and service-account keys unless present."""
+    def ensure(self, extra_hosts: tuple[str, ...] = ()) -> None:
+        """Create the CA, serving certificate and service-account keys unless present; a serving
+        certificate without one of ``extra_hosts`` (real nodes' addresses) is issued anew."""
         self.directory.mkdir(parents=True, exist_ok=True)
         if not (self.ca_cert.exists() and self.ca_key.exists()):
             ca = TinyCA().ca
             _write_key(self.ca_key, ca.key)
             self.ca_cert.write_bytes(ca.cert_pem)
-        if not (self.serving_cert.exists() and self.serving_key.exists()):
+        if not self._serves(extra_hosts):
             hosts = (
                 "127.0.0.1",
                 "127.255.0.1",  # the kubernetes Service (SERVICE_CIDR)
@@ -173,6 +174,7 @@ class Pki:
                 "kubernetes.default",
                 "kubernetes.default.svc",
                 "kubernetes.default.svc.cluster.local",
+                *extra_hosts,
             )
             self._issue(self.serving_cert, self.serving_key, "kube-apiserver", (), hosts, server=True)
         if not (self.sa_key.exists() and self.sa_pub.exists()):
@@ -183,6 +185,18 @@ class Pki:
                     serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
                 )
             )
+
+    def _serves(self, hosts: tuple[str, ...]) -> bool:
+        """The serving certificate exists and names every one of ``hosts``."""
+        if not (self.serving_cert.exists() and self.serving_key.exists()):
+            return False
+        if not hosts:
+            return True
+        cert = x509.load_pem_x509_certificate(self.serving_cert.read_bytes())
+        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        have = {str(ip) for ip in names.get_values_for_type(x509.IPAddress)}
+        have |= set(names.get_values_for_type(x509.DNSName))
+        return set(hosts) <= have
 
     def client_cert(self, user: str, groups: tuple[str, ...] = ()) -> tuple[Path, Path]:
         """Return (cert, key) paths for ``user`` in ``groups``, issuing them if needed."""

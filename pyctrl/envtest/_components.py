@@ -55,13 +55,27 @@ def etcd_args(binary: str, state_dir: Path, client_url: str, peer_url: str) -> l
     ]
 
 
-def apiserver_args(binary: str, state_dir: Path, pki: Pki, etcd_url: str, port: int) -> list[str]:
+def apiserver_args(
+    binary: str,
+    state_dir: Path,
+    pki: Pki,
+    etcd_url: str,
+    port: int,
+    *,
+    host: str = "127.0.0.1",
+    service_cidr: str = SERVICE_CIDR,
+    real_nodes: bool = False,
+) -> list[str]:
+    """``host``: where it listens and what it advertises (the kubernetes Service's endpoint);
+    ``real_nodes``: kubelets authenticate as ``system:node:<name>``, so the Node authorizer and
+    the NodeRestriction admission plugin are on, as in a kubeadm cluster."""
     kubelet_client = pki.client_cert("kube-apiserver-kubelet-client", ("system:masters",))
+    nodes = ["--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction"]
     return [
         binary,
         f"--etcd-servers={etcd_url}",
-        "--bind-address=127.0.0.1",
-        "--advertise-address=127.0.0.1",
+        f"--bind-address={host}",
+        f"--advertise-address={host}",
         f"--secure-port={port}",
         f"--cert-dir={state_dir / 'pki' / 'apiserver'}",
         f"--tls-cert-file={pki.serving_cert}",
@@ -70,7 +84,7 @@ def apiserver_args(binary: str, state_dir: Path, pki: Pki, etcd_url: str, port: 
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
         f"--service-account-key-file={pki.sa_pub}",
         f"--service-account-signing-key-file={pki.sa_key}",
-        f"--service-cluster-ip-range={SERVICE_CIDR}",
+        f"--service-cluster-ip-range={service_cidr}",
         # The kubelet API (logs): the apiserver authenticates to each node with this client
         # certificate, verifies the node's serving certificate against the CA, and dials the
         # node's InternalIP (its Hostname address is not resolvable).
@@ -78,24 +92,36 @@ def apiserver_args(binary: str, state_dir: Path, pki: Pki, etcd_url: str, port: 
         f"--kubelet-client-key={kubelet_client[1]}",
         f"--kubelet-certificate-authority={pki.ca_cert}",
         "--kubelet-preferred-address-types=InternalIP",
-        "--authorization-mode=RBAC",
+        *(nodes if real_nodes else ["--authorization-mode=RBAC"]),
         "--allow-privileged=true",
         "--profiling=false",
         "--v=1",
     ]
 
 
-def controller_manager_args(binary: str, state_dir: Path, pki: Pki, kubeconfig: Path, port: int) -> list[str]:
+def controller_manager_args(
+    binary: str,
+    state_dir: Path,
+    pki: Pki,
+    kubeconfig: Path,
+    port: int,
+    *,
+    service_cidr: str = SERVICE_CIDR,
+    real_nodes: bool = False,
+) -> list[str]:
+    """``real_nodes``: Pod IPs are routable addresses, so every controller runs (Endpoints and
+    EndpointSlices feed kube-proxy and CoreDNS)."""
+    controllers = "*" if real_nodes else "*,-endpoint,-endpointslice,-endpointslicemirroring"
     return [
         *_kube_component_args(binary, state_dir, "controller-manager", kubeconfig, port),
         f"--service-account-private-key-file={pki.sa_key}",
         f"--root-ca-file={pki.ca_cert}",
         f"--cluster-signing-cert-file={pki.ca_cert}",
         f"--cluster-signing-key-file={pki.ca_key}",
-        f"--service-cluster-ip-range={SERVICE_CIDR}",
-        # Pod IPs are loopback addresses, which Endpoints/EndpointSlices reject: those
-        # controllers would only emit warnings, so they are off.
-        "--controllers=*,-endpoint,-endpointslice,-endpointslicemirroring",
+        f"--service-cluster-ip-range={service_cidr}",
+        # Local nodes' Pod IPs are loopback addresses, which Endpoints/EndpointSlices reject:
+        # those controllers would only emit warnings, so they are off there.
+        f"--controllers={controllers}",
         # Node lifecycle: a node whose Lease is not renewed for NODE_MONITOR_GRACE is marked
         # Ready=Unknown, its Pods Ready=False, and tainted node.kubernetes.io/unreachable
         # (NoSchedule + NoExecute); the nodes renew every 2 s. Pods are evicted once the taint's

@@ -149,8 +149,10 @@ def start_process(
     attached: bool,
     env: dict[str, str] | None = None,
     cwd: Path | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> ManagedProcess:
-    """Start ``argv`` in a new session, appending its output to ``log_path``."""
+    """Start ``argv`` in a new session, appending its output to ``log_path``; ``pass_fds`` stay
+    open in it (a lock the process then holds as long as it lives)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     # PR_SET_PDEATHSIG fires when the *thread* that forked exits: only the main thread lives as
     # long as the process. From another thread (asyncio.to_thread, say) the child would die with
@@ -169,6 +171,7 @@ def start_process(
                 preexec_fn=preexec,  # noqa: PLW1509
                 env=env,
                 cwd=cwd,
+                pass_fds=tuple(pass_fds),
             )
         except OSError as exc:
             if exc.errno in (errno.ENOENT, errno.EACCES):

@@ -23,6 +23,11 @@ Guarantees:
   certificates and etcd data reused);
 - a preferred port that is taken is replaced by a free one.
 
+``runtime="kubelet"`` runs real nodes instead (``pyctrl.envtest.realnode``): the upstream kubelet
+with containerd and runc, kube-proxy and CoreDNS, each node in its own namespaces; kube-apiserver
+then listens on the host's address on the environment's bridge (not loopback), which the admin
+kubeconfig names. See docs/real-node.md.
+
 Differences from controller-runtime: envtest there runs no controller manager, no scheduler and no
 node; here they run so StatefulSets create Pods, garbage collection works and Pods really run.
 """
@@ -43,6 +48,7 @@ from typing import Any
 from pyctrl.envtest._binaries import bin_dir as find_bin_dir
 from pyctrl.envtest._certs import Pki
 from pyctrl.envtest._components import (
+    SERVICE_CIDR,
     apiserver_args,
     controller_manager_args,
     etcd_args,
@@ -56,11 +62,14 @@ from pyctrl.envtest._http import AdminHTTP, ApiError, poll_until
 from pyctrl.envtest._kubeconfig import write_kubeconfig
 from pyctrl.envtest._nodes import node_args, node_names, power_off
 from pyctrl.envtest._process import ManagedProcess, free_port, pid_alive, port_free, start_process
+from pyctrl.envtest.realnode.addons import coredns_image, coredns_objects
+from pyctrl.envtest.realnode.node import RealNodeError, RealNodes
 
 __all__ = ["AlreadyRunning", "Environment", "EnvtestError", "NodeError"]
 
 _CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 _NODE_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+RUNTIMES = ("local", "kubelet")
 
 
 def _tail(path: Path, lines: int = 15) -> str:
@@ -79,7 +88,8 @@ class Environment(ClusterConveniences):
     (used by ``python -m pyctrl.envtest start``) lets the processes outlive this Python process.
     ``nodes`` local nodes run (default 1, named ``local-node``; more are ``local-node-1`` ..
     ``local-node-N`` over zones zone-a/b/c): ``node_names`` lists them, ``stop_node`` /
-    ``start_node`` power one off and on again.
+    ``start_node`` power one off and on again. ``runtime="kubelet"``: real nodes (kubelet,
+    containerd, kube-proxy; named ``real-node`` / ``real-node-N``) and CoreDNS.
     """
 
     def __init__(
@@ -89,11 +99,16 @@ class Environment(ClusterConveniences):
         crd_directory_paths: Sequence[Path | str] = (),
         local_node: bool = True,
         nodes: int = 1,
-        node_name: str = "local-node",
+        node_name: str | None = None,
         api_port: int | None = None,
         attached: bool = True,
         start_timeout: float = 90.0,
+        runtime: str = "local",
     ) -> None:
+        if runtime not in RUNTIMES:
+            raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
+        self.runtime = runtime
+        node_name = node_name or ("real-node" if runtime == "kubelet" else "local-node")
         self.node_names: list[str] = node_names(nodes, node_name) if local_node else []
         self._owns_dir = state_dir is None
         self.state_dir = Path(state_dir) if state_dir else Path(tempfile.mkdtemp(prefix="pyctrl-envtest-"))
@@ -111,11 +126,15 @@ class Environment(ClusterConveniences):
         self.ports: dict[str, int] = {}
         self.bin_dir: Path | None = None
         self._http: AdminHTTP | None = None
+        self.api_host = "127.0.0.1"
+        self.real: RealNodes | None = None
+        if runtime == "kubelet":
+            self.start_timeout = max(start_timeout, 300.0)  # the first start imports images
 
     # -- endpoints -----------------------------------------------------------------------------
     @property
     def server_url(self) -> str:
-        return f"https://127.0.0.1:{self.ports['apiserver']}"
+        return f"https://{self.api_host}:{self.ports['apiserver']}"
 
     @property
     def etcd_url(self) -> str:
@@ -136,10 +155,19 @@ class Environment(ClusterConveniences):
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._recover_stale()
         self.bin_dir = find_bin_dir()
-        self.pki.ensure()
         if self.attached:
             atexit.register(self.stop)
         try:
+            extra_hosts: tuple[str, ...] = ()
+            if self.runtime == "kubelet":
+                self.real = RealNodes(self.state_dir, self.pki)
+                try:
+                    plan = self.real.prepare()
+                except (RealNodeError, OSError) as exc:
+                    raise EnvtestError(f"real nodes: {exc}") from exc
+                self.api_host = plan.host_ip
+                extra_hosts = self.real.apiserver_hosts()
+            self.pki.ensure(extra_hosts)
             self._start_etcd()
             self._http = None
             self.start_apiserver()
@@ -148,6 +176,8 @@ class Environment(ClusterConveniences):
             self._start_scheduler()
             self._start_nodes(self.node_names)
             self._save_state()
+            if self.real is not None and self.node_names:
+                self._start_cluster_dns()
             if self.crd_directory_paths:
                 self.install_crds(self.crd_directory_paths)
         except BaseException:
@@ -161,12 +191,24 @@ class Environment(ClusterConveniences):
             atexit.unregister(self.stop)
         errors = []
         nodes = [self.processes.pop(n) for n in self.node_names if n in self.processes]
+        if self.real is not None:  # real nodes: powered off (their PID namespaces die at once)
+            for node in nodes:
+                try:
+                    self.real.power_off(node, self.node_names.index(node.name) + 1)
+                except RuntimeError as exc:
+                    errors.append(str(exc))
+            nodes = []
         for node in nodes:  # all at once: each stops its Pods (SIGTERM, 5 s grace, SIGKILL)
             node.terminate()
         control_plane = [self.processes.pop(n) for n in reversed(_CONTROL_PLANE) if n in self.processes]
         for proc in [*nodes, *control_plane]:
             try:
                 proc.stop(grace=30.0 if proc in nodes else 10.0)
+            except RuntimeError as exc:
+                errors.append(str(exc))
+        if self.real is not None:
+            try:
+                self.real.teardown()
             except RuntimeError as exc:
                 errors.append(str(exc))
         self.state_file.unlink(missing_ok=True)
@@ -185,7 +227,11 @@ class Environment(ClusterConveniences):
     def attach(cls, state_dir: Path | str) -> Environment:
         """An ``Environment`` for a control plane started detached in ``state_dir``."""
         env = cls(state_dir=state_dir, attached=False)
-        env.node_names = env._load_state().get("nodes", env.node_names)
+        state = env._load_state()
+        env.node_names = state.get("nodes", env.node_names)
+        env.real = _recorded_real_nodes(env.state_dir, env.pki, state)
+        if env.real is not None:
+            env.runtime = "kubelet"
         if env.ports:
             env._connect()
         return env
@@ -201,8 +247,9 @@ class Environment(ClusterConveniences):
 
     def _launch(self, name: str, argv: list[str]) -> ManagedProcess:
         log = self.log_dir / f"{name}.log"
+        fds = self.real.lock_fds if self.real is not None else ()
         try:
-            proc = start_process(name, argv, log, attached=self.attached)
+            proc = start_process(name, argv, log, attached=self.attached, pass_fds=fds)
         except RuntimeError as exc:
             raise EnvtestError(str(exc)) from exc
         self.processes[name] = proc
@@ -237,19 +284,23 @@ class Environment(ClusterConveniences):
         previous = self.ports.get("apiserver")
         if previous is not None:  # a restart: give the old listener a moment to go away
             with contextlib.suppress(TimeoutError):
-                poll_until(f"port {previous} to be free", lambda: port_free(previous), 10)
+                poll_until(f"port {previous} to be free", lambda: port_free(previous, self.api_host), 10)
         avoid = {v for k, v in self.ports.items() if k != "apiserver"}
-        self.ports["apiserver"] = free_port(previous or self._preferred_api_port, avoid=avoid)
+        self.ports["apiserver"] = free_port(previous or self._preferred_api_port, self.api_host, avoid=avoid)
         if previous is not None and self.ports["apiserver"] != previous:
             self._write_admin_kubeconfig()  # clients (the node, tests) re-read it
             for user in (self.state_dir / "users").glob("*.kubeconfig"):
                 text = user.read_text().replace(
-                    f"127.0.0.1:{previous}", f"127.0.0.1:{self.ports['apiserver']}"
+                    f"{self.api_host}:{previous}", f"{self.api_host}:{self.ports['apiserver']}"
                 )
                 user.write_text(text)
+        plan = self.real.plan if self.real is not None else None
         args = apiserver_args(
-            self._bin("kube-apiserver"), self.state_dir, self.pki, self.etcd_url, self.ports["apiserver"]
-        )
+            self._bin("kube-apiserver"), self.state_dir, self.pki, self.etcd_url, self.ports["apiserver"],
+            host=self.api_host,
+            service_cidr=SERVICE_CIDR if plan is None else plan.service_cidr,
+            real_nodes=plan is not None,
+        )  # fmt: skip
         proc = self._launch("kube-apiserver", args)
         self._connect()
         self._wait(proc, "kube-apiserver /readyz", self._apiserver_ready)
@@ -292,9 +343,12 @@ class Environment(ClusterConveniences):
     def _start_controller_manager(self) -> None:
         self.ports["controller_manager"] = free_port(avoid=set(self.ports.values()))
         port = self.ports["controller_manager"]
+        plan = self.real.plan if self.real is not None else None
         args = controller_manager_args(
-            self._bin("kube-controller-manager"), self.state_dir, self.pki, self.kubeconfig_path, port
-        )
+            self._bin("kube-controller-manager"), self.state_dir, self.pki, self.kubeconfig_path, port,
+            service_cidr=SERVICE_CIDR if plan is None else plan.service_cidr,
+            real_nodes=plan is not None,
+        )  # fmt: skip
         proc = self._launch("kube-controller-manager", args)
         url = f"https://127.0.0.1:{self.ports['controller_manager']}/healthz"
         self._wait(proc, "kube-controller-manager /healthz", lambda: insecure_ok(url))
@@ -311,6 +365,9 @@ class Environment(ClusterConveniences):
         """Launch the nodes together; return once each has registered anew (a new boot ID: the
         Node of a stopped one may still look Ready) and is Ready and untainted by the node
         lifecycle controller (a restarted node's unreachable taint is gone)."""
+        if self.real is not None:
+            self._start_real_nodes(names)
+            return
         if names and importlib.util.find_spec("pyctrl.envtest.node") is None:
             raise EnvtestError(
                 "the local node (pyctrl.envtest.node) is not installed; start with local_node=False "
@@ -324,6 +381,52 @@ class Environment(ClusterConveniences):
         for proc in launched:
             ready = functools.partial(self._node_ready, proc.name, booted[proc.name])
             self._wait(proc, f"node {proc.name} Ready", ready)
+
+    def _start_real_nodes(self, names: Sequence[str]) -> None:
+        """Real nodes: each started, given its eth0, then waited for together."""
+        assert self.real is not None
+        try:
+            self.real.ensure_assets()
+        except RealNodeError as exc:
+            raise EnvtestError(f"real nodes: {exc}") from exc
+        booted = {name: self._boot_id(name) for name in names}
+        launched = []
+        for name in names:
+            index = self.node_names.index(name) + 1
+            argv = self.real.node_argv(name, index, self.node_names, self.server_url)
+            proc = self._launch(name, argv)
+            launched.append(proc)
+            try:
+                self.real.attach(proc, index)
+            except RealNodeError as exc:
+                raise EnvtestError(f"{exc}{_tail(proc.log_path)}") from exc
+        self._route_services()
+        for proc in launched:
+            ready = functools.partial(self._node_ready, proc.name, booted[proc.name])
+            self._wait(proc, f"node {proc.name} Ready", ready)
+
+    def _route_services(self) -> None:
+        assert self.real is not None
+        self.real.route_services(
+            [self.node_names.index(n) + 1 for n in self.node_names if n in self.processes]
+        )
+
+    def _start_cluster_dns(self) -> None:
+        """CoreDNS (``realnode.addons``), returning once its Deployment has a Ready Pod."""
+        assert self.real is not None
+        assert self.real.plan is not None
+        for path, obj in coredns_objects(self.real.plan, coredns_image()):
+            try:
+                self.http.request("POST", path, obj)
+            except ApiError as exc:
+                if exc.code != 409:  # a restarted environment: already there
+                    raise
+
+        def available() -> bool:
+            dep = self.http.get("/apis/apps/v1/namespaces/kube-system/deployments/coredns")
+            return bool((dep.get("status") or {}).get("readyReplicas"))
+
+        poll_until("CoreDNS Ready", available, self.start_timeout)
 
     def _get_node(self, name: str) -> dict[str, Any] | None:
         try:
@@ -368,10 +471,15 @@ class Environment(ClusterConveniences):
         if proc is None:
             raise NodeError(f"node {name!r} is already stopped")
         try:
-            power_off(proc, self.node_dir(name))
+            if self.real is not None:
+                self.real.power_off(proc, self.node_names.index(name) + 1)
+            else:
+                power_off(proc, self.node_dir(name))
         except RuntimeError as exc:
             raise EnvtestError(str(exc)) from exc
         del self.processes[name]
+        if self.real is not None:
+            self._route_services()
         self._save_state()
 
     def start_node(self, name: str) -> None:
@@ -389,6 +497,9 @@ class Environment(ClusterConveniences):
     # -- state file ----------------------------------------------------------------------------
     def _save_state(self) -> None:
         state = {
+            "runtime": self.runtime,
+            "api_host": self.api_host,
+            "slot": None if self.real is None or self.real.plan is None else self.real.plan.slot,
             "ports": self.ports,
             "bin_dir": str(self.bin_dir),
             "nodes": self.node_names,
@@ -410,14 +521,16 @@ class Environment(ClusterConveniences):
         except ValueError as exc:
             raise EnvtestError(f"{self.state_file} is corrupt: {exc}") from exc
         self.ports = {k: int(v) for k, v in state.get("ports", {}).items()}
+        self.api_host = state.get("api_host", self.api_host)
         self.bin_dir = Path(state["bin_dir"]) if state.get("bin_dir") else None
         for p in state.get("processes", []):
             self.processes[p["name"]] = ManagedProcess(p["name"], p["argv"], Path(p["log"]), int(p["pid"]))
         return state
 
     def _recover_stale(self) -> None:
-        """Refuse a running control plane; stop the survivors of a killed one."""
-        self._load_state()
+        """Refuse a running control plane; stop the survivors of a killed one (and remove what its
+        real nodes left on the host, unless another environment holds that slot by now)."""
+        state = self._load_state()
         if not self.processes:
             return
         if self.running():
@@ -429,4 +542,14 @@ class Environment(ClusterConveniences):
             if pid_alive(proc.pid, proc.argv[0]):
                 proc.stop()
         self.processes.clear()
+        stale = _recorded_real_nodes(self.state_dir, self.pki, state)
+        if stale is not None:
+            stale.recover(len(state.get("nodes", [])))
         self.state_file.unlink(missing_ok=True)
+
+
+def _recorded_real_nodes(state_dir: Path, pki: Pki, state: dict[str, Any]) -> RealNodes | None:
+    """The real nodes a state file records (``runtime: kubelet``), or None."""
+    if state.get("runtime") != "kubelet" or state.get("slot") is None:
+        return None
+    return RealNodes(state_dir, pki, slot=int(state["slot"]))

@@ -1,0 +1,40 @@
+"""The real-node environment every test of tests/realnode shares (``make e2e``)."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+
+from pyctrl.envtest import Environment
+from pyctrl.envtest._process import pid_alive
+from pyctrl.envtest.realnode import host
+
+
+def _links() -> str:
+    return subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout
+
+
+@pytest.fixture(scope="session")
+def env() -> Iterator[Environment]:
+    """Two real nodes and CoreDNS; its teardown checks that nothing of it is left on the machine."""
+    environment = Environment(runtime="kubelet", nodes=2)
+    environment.start()
+    assert environment.real is not None
+    assert environment.real.plan is not None
+    plan = environment.real.plan
+    try:
+        yield environment
+    finally:
+        pids = list(environment.pids().values())  # nodes (unshare) and the control plane
+        environment.stop()
+    # Nothing of it is left: no bridge or veth, no route of its range, no cgroup, no process.
+    assert plan.bridge not in _links()
+    assert f"pyctrl{plan.slot}n" not in _links()
+    routes = subprocess.run(["ip", "route"], capture_output=True, text=True, check=True).stdout
+    assert f"10.{200 + plan.slot}." not in routes, routes
+    for index in (1, 2):
+        name = host.cgroup_name(plan, index).lstrip("/")
+        assert not any((h / name).exists() for h in host._hierarchies()), name
+    assert not [pid for pid in pids if pid_alive(pid)]

@@ -262,6 +262,7 @@ class RedisClusterPhase(enum.StrEnum):
     RUNNING = "Running"
     DEGRADED = "Degraded"
     FAILOVER = "Failover"
+    HIBERNATED = "Hibernated"
 
 
 _Timestamp = Annotated[str, Field(json_schema_extra={"format": "date-time"})]
@@ -292,7 +293,7 @@ class RedisClusterStatus(KubeModel):
     model_config = ConfigDict(use_attribute_docstrings=True)
 
     phase: RedisClusterPhase = RedisClusterPhase.INITIALIZING
-    """Initializing, Running, Degraded or Failover."""
+    """Initializing, Running, Degraded, Failover or Hibernated."""
     ready_replicas: int = Field(default=0, ge=0)
     """Pods that are Ready and replicate from (or are) the current master."""
     current_master: str | None = None

@@ -172,18 +172,19 @@ async def test_promote_moves_the_master_without_losing_acknowledged_writes(
 
 
 def redis_processes_bound_to(ips: set[str]) -> list[str]:
-    """The argv of every redis-server process listening on one of ``ips`` (its ``--bind``)."""
+    """Every redis-server process serving on one of ``ips`` (Redis sets its process title to
+    ``redis-server IP:PORT``)."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as f:
-                argv = f.read().decode(errors="replace").split("\0")
+                title = f.read().decode(errors="replace").replace("\0", " ")
         except OSError:
             continue
-        if any("redis-server" in a for a in argv[:1]) and any(ip in argv for ip in ips):
-            found.append(" ".join(argv))
+        if title.startswith("redis-server") and any(f" {ip}:" in title or f" {ip} " in title for ip in ips):
+            found.append(title)
     return found
 
 

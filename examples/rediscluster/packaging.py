@@ -68,6 +68,7 @@ _CONFIG_FILES = {
     ("PodDisruptionBudget", ""): "manager/pdb.yaml",
     ("Service", "-metrics"): "default/metrics_service.yaml",
     ("ServiceMonitor", ""): "prometheus/monitor.yaml",
+    ("PodMonitor", "-redis"): "prometheus/redis_monitor.yaml",
     ("PrometheusRule", ""): "prometheus/rules.yaml",
     ("ConfigMap", "-dashboard"): "prometheus/dashboard.yaml",
 }

@@ -42,7 +42,7 @@ def promtool() -> str:
 
 @pytest.fixture(scope="session")
 def monitoring_crds() -> Path:
-    """The Prometheus Operator's ServiceMonitor and PrometheusRule CRDs (fetched when missing)."""
+    """The Prometheus Operator's ServiceMonitor, PodMonitor and PrometheusRule CRDs (fetched when missing)."""
     out = subprocess.run(
         [str(ROOT / "tools" / "prometheus-operator" / "fetch-crds.sh"), "--print-bin-dir", "--quiet"],
         check=True,

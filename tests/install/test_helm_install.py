@@ -5,7 +5,7 @@ One control plane, started without the CRD, serves the module's steps in order (
 the cluster as the next expects; a failed step fails the later ones with it):
 1. ``helm install --skip-crds``: the operator exits 2 and the Pod's status says the CRD is missing;
 2. ``helm install`` (CRDs from the chart, lease timings from values, the validating webhook, the
-   ServiceMonitor and PrometheusRule on — the Prometheus Operator's real CRDs installed first, so
+   ServiceMonitor, PodMonitor and PrometheusRule on — the Prometheus Operator's real CRDs installed first, so
    the apiserver validates them against its schema, strictly):
    both replicas Running as the chart's ServiceAccount, exactly one leading, the Lease with the
    chart's duration; the apiserver calls the webhook through its Service (the local node's service
@@ -209,11 +209,16 @@ async def the_webhook_refuses_an_invalid_spec(env: Environment) -> None:
 def monitoring_objects_pass_the_prometheus_operator_schema(
     env: Environment, chart: Helm, values: list[str]
 ) -> None:
-    """The release's ServiceMonitor and PrometheusRule exist, and what the chart renders passes the
-    real CRDs' schema with unknown fields refused (``fieldValidation=Strict``), while a value the
-    schema forbids is refused (the validation is real)."""
+    """The release's ServiceMonitor, PodMonitor (the Redis pods' exporters) and PrometheusRule
+    exist, and what the chart renders passes the real CRDs' schema with unknown fields refused
+    (``fieldValidation=Strict``), while a value the schema forbids is refused (the validation is
+    real)."""
     rendered = yaml.safe_load_all(chart("template", RELEASE, str(CHART), "-n", NS, *values).stdout)
-    plurals = {"ServiceMonitor": "servicemonitors", "PrometheusRule": "prometheusrules"}
+    plurals = {
+        "ServiceMonitor": "servicemonitors",
+        "PodMonitor": "podmonitors",
+        "PrometheusRule": "prometheusrules",
+    }
     objects = [o for o in rendered if o and o["kind"] in plurals]
     assert sorted(o["kind"] for o in objects) == sorted(plurals)
     for obj in objects:

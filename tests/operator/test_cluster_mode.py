@@ -216,6 +216,20 @@ async def test_a_three_shard_cluster_forms_with_every_slot_covered_and_status_la
         assert [await client.get(f"key{i}") for i in range(100)] == [str(i) for i in range(100)]
     finally:
         await client.aclose()
+    # the day-2 intents are replication mode's: cluster mode says so and acts on none of them
+    hibernate = {"metadata": {"annotations": {"redis.pyctrl.dev/hibernation": "on"}}}
+    c.envtest.http.request(
+        "PATCH", f"{c.base}/shards", hibernate, content_type="application/merge-patch+json"
+    )
+
+    async def intents_refused() -> str | None:
+        conds = {cond["type"]: cond for cond in c.status().get("conditions", [])}
+        intents = conds.get("Intents")
+        return str(intents["message"]) if intents is not None and intents["status"] == "False" else None
+
+    message = await eventually(intents_refused, within=30, what="the Intents condition", interval=0.3)
+    assert message.startswith("mode: cluster does not act on redis.pyctrl.dev/hibernation yet")
+    assert len(c.pods()) == 6
 
 
 async def test_a_converged_cluster_mode_cluster_reconciles_without_writing(

@@ -185,7 +185,7 @@ def simulate(
                 lead(new)
                 follow(old, new)
             case SetLabel(pod=name, role=role):
-                nodes[name] = dataclasses.replace(nodes[name], label=role.value)
+                nodes[name] = dataclasses.replace(nodes[name], label=str(role))
             case Wait():
                 break
     return sorted(nodes.values(), key=lambda n: n.ordinal), recorded

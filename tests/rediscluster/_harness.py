@@ -62,7 +62,7 @@ async def execute(
                 s, t = by_pod[pod], by_pod[to]
                 await s.admin().failover_to(t.admin())
             case SetLabel(pod=pod, role=role):
-                labels[pod] = role.value
+                labels[pod] = str(role)
             case Wait():
                 break
     return recorded

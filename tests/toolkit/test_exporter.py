@@ -38,6 +38,8 @@ def test_the_sidecar_is_restricted_and_listens_on_the_pods_ip() -> None:
     assert c["image"] == IMAGE
     assert c["securityContext"] == {
         "runAsNonRoot": True,
+        "runAsUser": 59000,  # the image's USER: the kubelet refuses runAsNonRoot without a uid it knows
+        "runAsGroup": 59000,
         "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True,
         "capabilities": {"drop": ["ALL"]},

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Fetch the Prometheus Operator's real CRDs for ServiceMonitor and PrometheusRule (what the chart's
-# optional monitoring objects are validated against on the install tests' apiserver): the module
+# Fetch the Prometheus Operator's real CRDs for ServiceMonitor, PodMonitor and PrometheusRule (what
+# the chart's optional monitoring objects are validated against on the install tests' apiserver): the module
 # github.com/prometheus-operator/prometheus-operator pinned in this directory's go.mod (checked
 # against go.sum) through the Go module proxy, its example/prometheus-operator-crd/ files copied to
 # $PYCTRL_CACHE_DIR/prometheus-operator/<version>/crds (default ~/.cache/pyctrl/...).
@@ -15,7 +15,7 @@ gobuild_init prometheus-operator "$@"
 module=github.com/prometheus-operator/prometheus-operator
 version="$(gobuild_version "$here/go.mod" "$module")"
 out="$gobuild_cache_root/prometheus-operator/$version/crds"
-files=(monitoring.coreos.com_servicemonitors.yaml monitoring.coreos.com_prometheusrules.yaml)
+files=(monitoring.coreos.com_servicemonitors.yaml monitoring.coreos.com_podmonitors.yaml monitoring.coreos.com_prometheusrules.yaml)
 stamp="$out/.fetched-from"
 want="$(cat "$here/go.mod" "$here/go.sum" | sha256sum | cut -d' ' -f1)"
 have_all() { local f; for f in "${files[@]}"; do [ -s "$out/$f" ] || return 1; done; [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; }

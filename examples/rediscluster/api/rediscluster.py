@@ -33,8 +33,10 @@ from pyctrl.client.objects.meta import Condition, KubeModel, KubeObject
 from pyctrl.crdgen import CRDMeta, PrinterColumn, Quantity, ScaleSubresource
 
 __all__ = [
+    "DEFAULT_EXPORTER_IMAGE",
     "DEFAULT_IMAGE",
     "ClusterMode",
+    "Monitoring",
     "NodeLoss",
     "RedisAuth",
     "RedisCluster",
@@ -156,6 +158,21 @@ class NodeLoss(KubeModel):
     """How long the node must have been unreachable (and the pod's Redis silent) first."""
 
 
+DEFAULT_EXPORTER_IMAGE = "oliver006/redis_exporter:v1.74.0"
+
+
+class Monitoring(KubeModel):
+    """Redis' own metrics: a redis_exporter sidecar in every pod (its /metrics on port 9121,
+    named redis-metrics, which the chart's PodMonitor scrapes)."""
+
+    model_config = ConfigDict(strict=True, use_attribute_docstrings=True)
+
+    exporter: bool = True
+    """Run the redis_exporter sidecar (logged in as the pyctrl-exporter ACL user when users are set)."""
+    exporter_image: str = Field(default=DEFAULT_EXPORTER_IMAGE, min_length=1)
+    """The redis_exporter image."""
+
+
 class RedisClusterSpec(KubeModel):
     """Desired state: one master and replicas-1 replicas of one Redis image (``mode: replication``),
     or ``shards`` masters with ``replicasPerShard`` replicas each (``mode: cluster``)."""
@@ -253,6 +270,8 @@ class RedisClusterSpec(KubeModel):
     """Scheduled backups, their retention and the final backup on delete (see RedisBackup)."""
     restore_from: RestoreSource | None = None
     """Seed the cluster from a RedisBackup when it is created."""
+    monitoring: Monitoring = Field(default_factory=Monitoring)
+    """Redis metrics: the redis_exporter sidecar (on by default)."""
 
 
 class RedisClusterPhase(enum.StrEnum):
@@ -262,6 +281,7 @@ class RedisClusterPhase(enum.StrEnum):
     RUNNING = "Running"
     DEGRADED = "Degraded"
     FAILOVER = "Failover"
+    HIBERNATED = "Hibernated"
 
 
 _Timestamp = Annotated[str, Field(json_schema_extra={"format": "date-time"})]
@@ -292,7 +312,7 @@ class RedisClusterStatus(KubeModel):
     model_config = ConfigDict(use_attribute_docstrings=True)
 
     phase: RedisClusterPhase = RedisClusterPhase.INITIALIZING
-    """Initializing, Running, Degraded or Failover."""
+    """Initializing, Running, Degraded, Failover or Hibernated."""
     ready_replicas: int = Field(default=0, ge=0)
     """Pods that are Ready and replicate from (or are) the current master."""
     current_master: str | None = None

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from examples.rediscluster.api import RedisCluster, RedisClusterPhase, RedisClusterStatus
+from examples.rediscluster.api.intents import unsupported_in_cluster_mode
 from examples.rediscluster.backup.restore import RestoreState
 from examples.rediscluster.cluster import admin
 from examples.rediscluster.cluster import metrics as cluster_metrics
@@ -51,8 +52,8 @@ from examples.rediscluster.shared.pods import ordinal, pod_facts
 from examples.rediscluster.shared.redis_admin import RedisAccess, RedisConnection
 from examples.rediscluster.shared.resources import REDIS_PORT, ROLE_LABEL, selector_labels
 from examples.rediscluster.shared.rollout import RolloutDecision, progressing_condition, with_revisions
+from examples.rediscluster.shared.status import condition, write_status
 from examples.rediscluster.shared.status import now as utc_now
-from examples.rediscluster.shared.status import write_status
 from pyctrl import Result
 from pyctrl.client import Client, Pod
 from pyctrl.client.objects import Condition
@@ -159,6 +160,10 @@ class ClusterModeReconciler:
     async def status(self, look: Members, plan: Plan, done: Done) -> Result:
         cluster, rollout, now = done.cluster, done.rollout, utc_now()
         progressing = progressing_condition(cluster, rollout, now)
+        intents = None
+        if (unsupported := unsupported_in_cluster_mode(cluster)) is not None:
+            old = cluster.status or RedisClusterStatus()
+            intents = condition(old, "Intents", False, "UnsupportedInClusterMode", unsupported, now=now)
         new = with_revisions(
             cluster_status(
                 cluster,
@@ -167,7 +172,7 @@ class ClusterModeReconciler:
                 now,
                 resharding=done.resharding,
                 invalid_spec=done.invalid,
-                extra_conditions=[c for c in (done.restored, progressing) if c is not None],
+                extra_conditions=[c for c in (done.restored, progressing, intents) if c is not None],
             ),
             rollout,
         )

@@ -149,7 +149,7 @@ def cluster_children(cluster: RedisCluster, replicas: int | None = None) -> list
             template["metadata"]["annotations"]["redis.pyctrl.dev/config-hash"] = hashlib.sha256(
                 conf.encode()
             ).hexdigest()[:16]
-            (container,) = template["spec"]["containers"]
+            container = template["spec"]["containers"][0]  # redis (the exporter sidecar follows)
             container["command"] = ["sh", "-c", _start_script(spec)]
             container["ports"].append({"name": "bus", "containerPort": BUS_PORT, "protocol": "TCP"})
         out.append(child)

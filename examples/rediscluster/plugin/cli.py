@@ -24,6 +24,7 @@ import yaml
 
 from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.api.backup import RedisBackup
+from examples.rediscluster.api.intents import FENCED_PODS, HIBERNATION, SWITCHOVER_TO
 from examples.rediscluster.plugin.view import Snapshot, explain, render_explain, render_status
 from pyctrl.client import (
     ApiClient,
@@ -41,14 +42,11 @@ from pyctrl.client.scheme import default_scheme
 
 __all__ = ["FENCED_PODS", "HIBERNATION", "SWITCHOVER_TO", "main", "run"]
 
-HIBERNATION = "redis.pyctrl.dev/hibernation"
-FENCED_PODS = "redis.pyctrl.dev/fenced-pods"
-SWITCHOVER_TO = "redis.pyctrl.dev/switchover-to"
 CLUSTER_LABEL = "redis.pyctrl.dev/cluster"  # the RedisBackup's cluster (as scheduled backups carry)
 KIND_LABEL = "redis.pyctrl.dev/backup-kind"
-_PENDING_NOTE = (
-    "note: {what} takes effect once the operator implements it (issue 28); this operator version "
-    "records the annotation and does not act on it yet."
+_NOTE = (
+    "note: the operator carries out {what} (replication mode; cluster mode reports it unsupported); "
+    "`kubectl rediscluster status` shows its progress."
 )
 
 
@@ -224,7 +222,7 @@ async def _write_intent(client: ApiClient, args: argparse.Namespace, namespace: 
                 raise
             continue
         print(f"rediscluster/{args.name} {said}")
-        print(_PENDING_NOTE.format(what=what), file=sys.stderr)
+        print(_NOTE.format(what=what), file=sys.stderr)
         return
 
 

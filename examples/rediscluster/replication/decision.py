@@ -13,9 +13,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from examples.rediscluster.api import RedisCluster
+from examples.rediscluster.api.intents import (
+    FENCED_LABEL,
+    InvalidIntent,
+    fenced_pods,
+    hibernation,
+    switchover_to,
+)
 from examples.rediscluster.replication.execute import PhaseTimer
 from examples.rediscluster.replication.observe import Observed
-from examples.rediscluster.replication.topology import evacuate, plan, scale_down_victims, switchover
+from examples.rediscluster.replication.topology import (
+    evacuate,
+    fence,
+    fenced_master_handover,
+    plan,
+    scale_down_victims,
+    switchover,
+)
 from examples.rediscluster.replication.topology_types import ClusterState, Plan, Policy, Switchover, Wait
 from examples.rediscluster.shared.pods import not_ready_for
 from examples.rediscluster.shared.redis_admin import RedisConnection
@@ -31,10 +45,15 @@ __all__ = [
     "Done",
     "Look",
     "decide",
+    "hibernation_asked",
+    "master_loaded",
     "policy",
     "recorded",
     "requeue_after",
+    "switchover_refusal",
+    "switchover_target",
     "unhealthy_for",
+    "was_hibernated",
 ]
 
 STEADY_REQUEUE = 30.0
@@ -77,13 +96,63 @@ class Decision:
 
     replicas: int
     plan: Plan
+    #: hibernation asked and possible: no Redis command, the StatefulSet at 0, volumes kept
+    hibernate: bool = False
 
 
 def policy(cluster: RedisCluster) -> Policy:
+    """The spec fields and the fenced pods (none when the annotation is malformed: :func:`decide`
+    then waits, and the children step reports it as ``InvalidSpec``)."""
+    try:
+        fenced = fenced_pods(cluster)
+    except InvalidIntent:
+        fenced = frozenset()
     return Policy(
         down_after=cluster.spec.down_after_milliseconds / 1000,
         enable_auto_failover=cluster.spec.enable_auto_failover,
+        fenced=fenced,
     )
+
+
+def hibernation_asked(cluster: RedisCluster) -> bool:
+    """``hibernation: on`` (a malformed value: not asked; the children step reports it)."""
+    try:
+        return hibernation(cluster)
+    except InvalidIntent:
+        return False
+
+
+def was_hibernated(cluster: RedisCluster) -> bool:
+    """The status says the cluster hibernates or is waking (condition ``Hibernated`` True)."""
+    conditions = cluster.status.conditions if cluster.status is not None else []
+    return any(c.type == "Hibernated" and c.status == "True" for c in conditions)
+
+
+def master_loaded(look: Look) -> bool:
+    """The recorded master answers and has loaded its dataset (or none is recorded)."""
+    master = look.recorded.current_master
+    if master is None:
+        return True
+    node = next((n for n in look.observed.nodes if n.pod == master), None)
+    return node is not None and node.reachable and node.redis is not None and not node.redis.loading
+
+
+def switchover_target(cluster: RedisCluster, look: Look) -> str | None:
+    """The pod a ``switchover-to`` annotation asks for, when it can be acted on: a pod of the
+    cluster, not fenced, not the master already (else None: see :func:`switchover_refusal`)."""
+    target = switchover_to(cluster)
+    if target is None or switchover_refusal(cluster, look, target) is not None:
+        return None
+    return target if target != look.recorded.current_master else None
+
+
+def switchover_refusal(cluster: RedisCluster, look: Look, target: str) -> str | None:
+    """Why a switchover to ``target`` cannot be done at all (None: it can, maybe later)."""
+    if target not in {n.pod for n in look.observed.nodes}:
+        return f"{target} is not a pod of RedisCluster {cluster.name}"
+    if target in policy(cluster).fenced:
+        return f"{target} is fenced: a fenced pod is never promoted"
+    return None
 
 
 def recorded(cluster: RedisCluster) -> ClusterState:
@@ -104,13 +173,33 @@ def unhealthy_for(cluster: RedisCluster, observed: Observed, master: str | None,
 
 
 def decide(cluster: RedisCluster, look: Look) -> Decision:
-    """The plan of this reconcile (module docstring)."""
+    """The plan of this reconcile (module docstring), with the fenced pods' labels (``fence``)."""
     nodes, state, rules = look.observed.nodes, look.recorded, policy(cluster)
     want = cluster.spec.replicas
     current = max([n.ordinal + 1 for n in nodes], default=want)
+    try:
+        fenced_pods(cluster)
+    except InvalidIntent as exc:  # do nothing to the topology until the annotation is fixed
+        return Decision(max(want, current), Plan((Wait(str(exc)),)))
+    if hibernation_asked(cluster) and cluster.spec.enable_persistence:
+        return Decision(0, Plan(), hibernate=True)  # no evacuation, no failover: every pod stops
+    if was_hibernated(cluster) and not master_loaded(look):
+        why = f"waking from hibernation: waiting for the master {state.current_master} to load its data"
+        return Decision(want, Plan((Wait(why),)))  # never a failover while the pods come back
+    decision = _decide(cluster, look, rules, want, current)
+    labelled = fence(decision.plan, nodes, state.current_master, FENCED_LABEL, rules.fenced)
+    return Decision(decision.replicas, labelled)
+
+
+def _decide(cluster: RedisCluster, look: Look, rules: Policy, want: int, current: int) -> Decision:
+    nodes, state = look.observed.nodes, look.recorded
     the_plan = plan(nodes, state, rules, master_unhealthy_for=look.master_unhealthy_for)
     if (handover := evacuate(nodes, state, rules)) is not None:
         return Decision(max(want, current), handover)  # no pod is removed during a handover
+    if the_plan.converged and (handover := fenced_master_handover(nodes, state, rules)) is not None:
+        return Decision(max(want, current), handover)
+    if the_plan.converged and (target := switchover_target(cluster, look)) is not None:
+        return Decision(max(want, current), switchover(nodes, state, target))
     if want < current and state.current_master is not None and the_plan.converged:
         scale = scale_down_victims(nodes, state, want, rules)
         if scale.fail_over_first:

@@ -197,7 +197,7 @@ class PlanExecutor:
             case SetLabel(pod=pod, role=role):
                 await self.client.patch(
                     observed.pods[pod],
-                    RawPatch(PatchType.MERGE, {"metadata": {"labels": {ROLE_LABEL: role.value}}}),
+                    RawPatch(PatchType.MERGE, {"metadata": {"labels": {ROLE_LABEL: str(role)}}}),
                 )
 
     def _announce(self, cluster: RedisCluster, old: str | None, new: str) -> None:

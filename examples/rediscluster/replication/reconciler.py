@@ -31,7 +31,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from examples.rediscluster.api import RedisCluster, RedisClusterPhase
+from examples.rediscluster.api import RedisCluster, RedisClusterPhase, RedisClusterStatus
+from examples.rediscluster.api.intents import (
+    SWITCHOVER_TO,
+    InvalidIntent,
+    fenced_pods,
+    hibernation,
+    switchover_to,
+)
 from examples.rediscluster.backup.restore import RestoreState
 from examples.rediscluster.replication.decision import (
     ACTING_REQUEUE,
@@ -41,10 +48,14 @@ from examples.rediscluster.replication.decision import (
     Done,
     Look,
     decide,
+    hibernation_asked,
+    master_loaded,
     policy,
     recorded,
     requeue_after,
+    switchover_refusal,
     unhealthy_for,
+    was_hibernated,
 )
 from examples.rediscluster.replication.execute import PhaseTimer, PlanExecutor
 from examples.rediscluster.replication.live_config import LiveConfig
@@ -53,19 +64,41 @@ from examples.rediscluster.replication.observe import observe
 from examples.rediscluster.replication.prober import HealthProber
 from examples.rediscluster.replication.rollout import Rollout
 from examples.rediscluster.replication.status import observed_status
-from examples.rediscluster.replication.topology_types import Plan
+from examples.rediscluster.replication.topology_types import Plan, Role
 from examples.rediscluster.replication.volumes import VolumeExpander, pin_claim_templates
 from examples.rediscluster.shared import metrics
 from examples.rediscluster.shared.redis_admin import RedisAccess
 from examples.rediscluster.shared.resources import InvalidSpec, desired_children
-from examples.rediscluster.shared.rollout import progressing_condition, with_revisions
+from examples.rediscluster.shared.rollout import RolloutDecision, progressing_condition, with_revisions
+from examples.rediscluster.shared.status import condition, write_status
 from examples.rediscluster.shared.status import now as utc_now
-from examples.rediscluster.shared.status import write_status
 from pyctrl import Result
-from pyctrl.client import Client, Reader
+from pyctrl.client import Client, RawPatch, Reader
+from pyctrl.client.objects import Condition
+from pyctrl.client.patch import PatchType
 from pyctrl.recorder import EventRecorder
 
 __all__ = ["ACTING_REQUEUE", "HANDOVER_REQUEUE", "STEADY_REQUEUE", "ReplicationModeReconciler"]
+
+_NO_PERSISTENCE = (
+    "hibernation refused: spec.enablePersistence is false, so stopping the pods would lose the data; "
+    "enable persistence first or remove the annotation redis.pyctrl.dev/hibernation"
+)
+
+
+def _hibernated_condition(cluster: RedisCluster, look: Look, converged: bool, now: str) -> Condition | None:
+    """``Hibernated`` while not hibernating: True (Waking) until the master serves again after a
+    hibernation, then False (Awake); False (HibernationRefused) when asked without persistence;
+    none for a cluster that never hibernated."""
+    old = cluster.status or RedisClusterStatus()
+    if hibernation_asked(cluster):  # without persistence: decide() did not hibernate
+        return condition(old, "Hibernated", False, "HibernationRefused", _NO_PERSISTENCE, now=now)
+    if was_hibernated(cluster):
+        if not converged or not master_loaded(look):
+            message = f"waking: every pod back, {look.recorded.current_master} the master again"
+            return condition(old, "Hibernated", True, "Waking", message, now=now)
+        return condition(old, "Hibernated", False, "Awake", "woken from hibernation", now=now)
+    return next((c for c in old.conditions if c.type == "Hibernated"), None)
 
 
 class ReplicationModeReconciler:
@@ -75,6 +108,7 @@ class ReplicationModeReconciler:
         self, client: Client, reader: Reader, recorder: EventRecorder, prober: HealthProber, io_timeout: float
     ) -> None:
         self.client = client
+        self.recorder = recorder
         self.prober = prober
         self.io_timeout = io_timeout
         self.executor = PlanExecutor(client, recorder)
@@ -101,6 +135,11 @@ class ReplicationModeReconciler:
         return decide(cluster, look)
 
     async def children(self, cluster: RedisCluster, look: Look, plan: Decision) -> list[dict[str, Any]]:
+        try:
+            fenced_pods(cluster)
+            hibernation(cluster)
+        except InvalidIntent as exc:
+            raise InvalidSpec(str(exc)) from None
         children = desired_children(cluster, plan.replicas)
         if (refused := await self.live_config.apply(cluster, look.observed)) is not None:
             raise InvalidSpec(refused, reported=True)  # Event ConfigRejected: no redis.conf with it
@@ -111,8 +150,12 @@ class ReplicationModeReconciler:
         self, cluster: RedisCluster, look: Look, plan: Decision, *, invalid: str | None, restore: RestoreState
     ) -> Done:
         observed, timer = look.observed, look.timer
+        if plan.hibernate:  # the StatefulSet at 0 (children): each Redis saves its data as it stops
+            resting = RolloutDecision(cluster.status.current_revision if cluster.status else None, None)
+            return Done(cluster, False, resting, None, invalid, restore.condition)
         timer.detection = look.master_unhealthy_for
         timer.mark("decision")
+        cluster = await self._acknowledge_switchover(cluster, look)
         acted, cluster = await self.executor.execute(cluster, observed, plan.plan, timer)
         idle = not acted and plan.plan.converged and plan.replicas == cluster.spec.replicas
         rollout = await self.rollout.step(cluster, observed, look.recorded, policy(cluster), idle=idle)
@@ -122,10 +165,59 @@ class ReplicationModeReconciler:
         volumes = await self.volumes.expand(cluster, utc_now()) if invalid is None else None
         return Done(cluster, acted, rollout, volumes, invalid, restore.condition)
 
+    async def _hibernation_status(self, cluster: RedisCluster, look: Look, now: str) -> Result:
+        """Phase ``Hibernated`` once no pod is left (the recorded master kept for the wake-up);
+        Ready False meanwhile, with the pods still stopping named."""
+        old = cluster.status or RedisClusterStatus()
+        left = sorted(look.pods)
+        stopping = f"hibernating: {len(left)} pod(s) still stopping ({', '.join(left)})"
+        message = stopping if left else "hibernated: every pod stopped, the volumes kept"
+        reason = "Hibernating" if left else "Hibernated"
+        kept = [c for c in old.conditions if c.type not in ("Ready", "Hibernated", "Degraded")]
+        new = old.model_copy(
+            update={
+                "phase": RedisClusterPhase.HIBERNATED if not left else old.phase,
+                "ready_replicas": 0,
+                "observed_generation": cluster.metadata.generation,
+                "conditions": [
+                    condition(old, "Ready", False, reason, message, now=now),
+                    condition(old, "Degraded", False, reason, message, now=now),
+                    condition(old, "Hibernated", True, reason, message, now=now),
+                    *kept,
+                ],
+            }
+        )
+        metrics.observe_status(cluster.namespace, cluster.name, cluster.spec.replicas, new)
+        metrics.observe_nodes(cluster.namespace, cluster.name, look.observed.nodes)
+        await write_status(self.client, cluster, new)
+        return Result(requeue_after=ACTING_REQUEUE if left else STEADY_REQUEUE)
+
+    async def _acknowledge_switchover(self, cluster: RedisCluster, look: Look) -> RedisCluster:
+        """Remove a ``switchover-to`` annotation once its pod is the serving master (Event
+        ``SwitchoverDone``) or when it can never be (Event ``SwitchoverRefused``, naming why)."""
+        target = switchover_to(cluster)
+        if target is None:
+            return cluster
+        refusal = switchover_refusal(cluster, look, target)
+        node = next((n for n in look.observed.nodes if n.pod == target), None)
+        done = look.recorded.current_master == target and node is not None and node.role is Role.MASTER
+        if refusal is None and not done:
+            return cluster
+        if refusal is not None:
+            self.recorder.event(cluster, "Warning", "SwitchoverRefused", f"switchover to {target}: {refusal}")
+        else:
+            self.recorder.event(cluster, "Normal", "SwitchoverDone", f"{target} is the master, as asked")
+        patch = RawPatch(PatchType.MERGE, {"metadata": {"annotations": {SWITCHOVER_TO: None}}})
+        stored: RedisCluster = await self.client.patch(cluster, patch)
+        return stored
+
     async def status(self, look: Look, plan: Decision, done: Done) -> Result:
         cluster, the_plan, rollout, observed = done.cluster, plan.plan, done.rollout, look.observed
         now = utc_now()
+        if plan.hibernate:
+            return await self._hibernation_status(cluster, look, now)
         extra = [done.restored, progressing_condition(cluster, rollout, now), done.volumes]
+        extra.append(_hibernated_condition(cluster, look, the_plan.converged, now))
         new = with_revisions(
             observed_status(
                 cluster,

@@ -41,6 +41,8 @@ __all__ = [
     "bootstrap",
     "choose_failover_candidate",
     "evacuate",
+    "fence",
+    "fenced_master_handover",
     "is_empty_restart",
     "plan",
     "scale_down_victims",
@@ -137,7 +139,7 @@ def choose_failover_candidate(
 ) -> NodeObservation | None:
     """The replica to promote in place of ``old_master``, or None when no replica is eligible.
 
-    Eligible: reachable replica, not terminating, not loading, replica-priority != 0, link to its
+    Eligible: reachable replica, not fenced, not terminating, not loading, replica-priority != 0, link to its
     master down no longer than ``master_unhealthy_for + link_down_factor * down_after``, and not of
     the ``exclude_replid`` lineage. Replicas are grouped by ``master_replid`` (offsets of different
     lineages are not comparable); the group that followed ``old_master`` wins, then the larger group.
@@ -151,7 +153,12 @@ def choose_failover_candidate(
         r = n.redis
         if n.pod == old_master or not n.reachable or n.terminating or r is None or r.role is not Role.REPLICA:
             continue
-        if r.loading or r.replica_priority == 0 or r.master_replid == exclude_replid:
+        if (
+            r.loading
+            or r.replica_priority == 0
+            or r.master_replid == exclude_replid
+            or n.pod in policy.fenced
+        ):
             continue
         down_for = r.master_link_down_since_seconds
         if not r.master_link_up and (down_for is None or down_for > max_down):
@@ -274,6 +281,14 @@ def plan(
         first = bootstrap(nodes.values())
         if first is None:
             return _wait("bootstrap: waiting for pod ordinal 0 to answer and every pod to load its data")
+        if first in policy.fenced:
+            r = nodes[first].redis
+            if r is not None and r.keys:  # it may hold the only data: never wipe it, never elect it
+                return _wait(f"bootstrap: {first} holds the data but it is fenced")
+            empty = [n.pod for n in nodes.values() if n.pod not in policy.fenced and n.reachable]
+            if not empty:
+                return _wait("bootstrap: every pod that answers is fenced")
+            first = empty[0]  # no data anywhere: the lowest ordinal that is not fenced
         return _converge(nodes, first, recorded.master_epoch + 1)
     master = nodes.get(name)
     m = master.redis if master is not None and master.reachable else None
@@ -370,3 +385,54 @@ def evacuate(observations: Sequence[NodeObservation], recorded: ClusterState, po
     if best is None:
         return _wait(f"master {master.pod} is terminating; no in-sync replica to hand it over to yet")
     return switchover(observations, recorded, best.pod)
+
+
+def fenced_master_handover(
+    observations: Sequence[NodeObservation], recorded: ClusterState, policy: Policy
+) -> Plan | None:
+    """A planned switchover off a recorded master that is fenced (None when it is not fenced).
+
+    The best in-sync replica that is not fenced takes over through :func:`switchover`
+    (``FAILOVER TO``: no acknowledged write is lost), or the plan waits for one; meanwhile the
+    master keeps serving (and its label: fencing never leaves the cluster without a master).
+    """
+    master = recorded.current_master
+    if master is None or master not in policy.fenced:
+        return None
+    nodes = _index(observations)
+    m = nodes.get(master)
+    if m is None or not m.reachable or m.role is not Role.MASTER:
+        return None  # not serving: plan() fails it over (never to a fenced pod)
+    best = _best_in_sync(m, policy, nodes.values())
+    if best is None:
+        return _wait(
+            f"master {master} is fenced; no in-sync replica that is not fenced to hand it over to yet"
+        )
+    return switchover(observations, recorded, best.pod)
+
+
+def fence(
+    the_plan: Plan,
+    observations: Sequence[NodeObservation],
+    master: str | None,
+    fenced_label: str,
+    fenced: frozenset[str],
+) -> Plan:
+    """``the_plan`` with the fenced pods' labels: a fenced pod other than ``master`` wears
+    ``fenced_label`` instead of the replica label (first, before any Redis command: it leaves the
+    Services at once). A fenced master keeps its label until it is handed over."""
+    nodes = _index(observations)
+    actions: list[Action] = []
+    for action in the_plan.actions:
+        if isinstance(action, SetLabel) and action.pod in fenced and action.role is Role.REPLICA:
+            if nodes[action.pod].label != fenced_label:
+                actions.append(SetLabel(action.pod, fenced_label))
+            continue
+        actions.append(action)
+    relabelled = {a.pod for a in actions if isinstance(a, SetLabel)}
+    first = [
+        SetLabel(n.pod, fenced_label)
+        for n in nodes.values()
+        if n.pod in fenced and n.pod != master and n.pod not in relabelled and n.label != fenced_label
+    ]
+    return Plan((*first, *actions))

@@ -80,6 +80,8 @@ class Policy:
     down_after: float = 5.0  # seconds (spec downAfterMilliseconds / 1000)
     enable_auto_failover: bool = True
     link_down_factor: float = 10.0  # Sentinel: replicas disconnected > 10 x down-after are skipped
+    #: pods never made master nor promoted (annotation ``redis.pyctrl.dev/fenced-pods``)
+    fenced: frozenset[str] = frozenset()
 
 
 # Actions, carried out in plan order; the executor stops at the first failure and requeues.
@@ -124,7 +126,8 @@ class Switchover:
 @dataclass(frozen=True, slots=True)
 class SetLabel:
     pod: str
-    role: Role
+    #: a Role, or ``"fenced"`` (``api.intents.FENCED_LABEL``: no Service selects it)
+    role: Role | str
 
 
 @dataclass(frozen=True, slots=True)

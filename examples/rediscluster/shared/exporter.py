@@ -53,6 +53,8 @@ CONTAINER_NAME: Final = "redis-exporter"
 METRICS_PORT: Final = 9121  # the exporter's registered default port
 PORT_NAME: Final = "redis-metrics"
 EXPORTER_USER: Final = "pyctrl-exporter"
+#: the uid and gid of the oliver006/redis_exporter image's USER
+EXPORTER_UID: Final = 59000
 #: the key of the operator's ``<name>-acl`` Secret holding the exporter user's password
 PASSWORD_KEY: Final = "exporter-password"
 #: What redis_exporter sends with --config-command=- and no key checks, and nothing else.
@@ -112,6 +114,8 @@ def exporter_container(cluster: RedisCluster, *, image: str) -> dict[str, Any]:
         },
         "securityContext": {
             "runAsNonRoot": True,
+            "runAsUser": EXPORTER_UID,  # the official image's USER (59000:59000)
+            "runAsGroup": EXPORTER_UID,
             "allowPrivilegeEscalation": False,
             "readOnlyRootFilesystem": True,
             "capabilities": {"drop": ["ALL"]},

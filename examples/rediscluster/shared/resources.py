@@ -8,9 +8,10 @@ Children (each carries a controller ownerReference to the RedisCluster, set by t
   operator applies with ``CONFIG SET`` instead of a restart;
 - Service ``<name>-headless`` (stable pod DNS, not-ready addresses published), ``<name>-master``
   (selects the pod labelled ``redis.pyctrl.dev/role=master``) and ``<name>-replicas``;
-- StatefulSet ``<name>`` (Parallel pod management; ``updateStrategy: OnDelete``, the operator
-  rolls a new template itself, see ``rollout``; one PVC per pod with persistence; pods spread
-  over nodes and zones by default, see ``scheduling``);
+- StatefulSet ``<name>`` (with ``spec.monitoring.exporter``, the ``redis_exporter`` sidecar of
+  ``shared.exporter`` beside the ``redis`` container; Parallel pod management;
+  ``updateStrategy: OnDelete``, the operator rolls a new template itself, see ``rollout``; one
+  PVC per pod with persistence; pods spread over nodes and zones by default, see ``scheduling``);
 - PodDisruptionBudget ``<name>`` (``maxUnavailable: 1``): a drain evicts one pod at a time.
 
 Planned switchover on deletion (a drain, an eviction, a rolling update): the container's preStop
@@ -354,6 +355,11 @@ def statefulset(cluster: RedisCluster, replicas: int) -> dict[str, Any]:
         container["volumeMounts"].append(
             {"name": users.ACL_VOLUME, "mountPath": users.ACL_DIR, "readOnly": True}
         )
+    containers = [container]
+    if spec.monitoring.exporter:  # the metrics sidecar (shared.exporter; a cycle, hence here)
+        from examples.rediscluster.shared.exporter import exporter_container  # (an import cycle)
+
+        containers.append(exporter_container(cluster, image=spec.monitoring.exporter_image))
     sts_spec: dict[str, Any] = {
         "replicas": replicas,
         "serviceName": headless_service_name(cluster),
@@ -368,7 +374,7 @@ def statefulset(cluster: RedisCluster, replicas: int) -> dict[str, Any]:
             },
             "spec": {
                 "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
-                "containers": [container],
+                "containers": containers,
                 "volumes": volumes,
                 **pod_scheduling(
                     selector_labels(cluster),

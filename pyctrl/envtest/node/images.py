@@ -11,6 +11,9 @@ own ``env`` overrides them, as with a real image). The default rules:
   ``ENTRYPOINT ["python", "-m", "examples.rediscluster"]``; with ``PATH`` leading to the venv's
   ``python``, a ``command: [python, -m, examples.rediscluster.<module>]`` (a Job of the same image)
   runs the same code;
+- ``*redis_exporter*`` (the RedisCluster's metrics sidecar, ``oliver006/redis_exporter:<tag>``) →
+  the ``redis_exporter`` binary ``tools/redis_exporter/build.sh`` built into the cache, when it did
+  (before the next rule, which its name would match);
 - ``redis*`` → ``redis-server``.
 
 A mapped image's own files are host paths here (its executable's installation and the absolute
@@ -73,7 +76,17 @@ OPERATOR_IMAGE_RULE = "*rediscluster-operator*=" + shlex.join(
         "examples.rediscluster",
     ]
 )
-DEFAULT_IMAGE_MAP = (OPERATOR_IMAGE_RULE, "redis*=redis-server")
+
+
+def _exporter_rules() -> tuple[str, ...]:
+    """``*redis_exporter*`` → the redis_exporter that ``tools/redis_exporter/build.sh`` built in the
+    cache (``$PYCTRL_CACHE_DIR``, default ``~/.cache/pyctrl``; the newest version there), when one is."""
+    cache = Path(os.environ.get("PYCTRL_CACHE_DIR") or Path.home() / ".cache" / "pyctrl")
+    built = sorted(p for p in cache.glob("redis_exporter/*/bin/redis_exporter") if os.access(p, os.X_OK))
+    return (f"*redis_exporter*={shlex.quote(str(built[-1]))}",) if built else ()
+
+
+DEFAULT_IMAGE_MAP = (OPERATOR_IMAGE_RULE, *_exporter_rules(), "redis*=redis-server")
 _RULE_FORM = "PATTERN=[NAME=VALUE ...] EXECUTABLE [ARG ...]"
 _ENV_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 

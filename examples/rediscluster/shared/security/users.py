@@ -150,6 +150,8 @@ class AclFile:
     text: str = field(repr=False)
     #: the disabled user naming this generation of the file (see ``ACL USERS``)
     generation: str
+    #: the redis_exporter sidecar's password (None: no exporter, no such user)
+    exporter_password: str | None = field(default=None, repr=False)
 
     def data(self) -> dict[str, str]:
         """The Secret's ``data`` (base64)."""
@@ -158,6 +160,8 @@ class AclFile:
             "operator-password": self.operator_password,
             "replication-password": self.replication_password,
         }
+        if self.exporter_password is not None:
+            plain["exporter-password"] = self.exporter_password
         return {k: base64.b64encode(v.encode()).decode() for k, v in plain.items()}
 
 
@@ -168,9 +172,13 @@ def acl_file(
     default_password: str | None,
     generated: tuple[str, str],
     include_spec_users: bool,
+    exporter_password: str | None = None,
 ) -> AclFile:
     """The ACL file of ``cluster``; ``passwords[i]`` is ``spec.users[i]``'s, ``generated`` the
-    operator's and the replication user's (:func:`generated_passwords`)."""
+    operator's and the replication user's (:func:`generated_passwords`); with
+    ``exporter_password``, the exporter sidecar's least-privilege user too (``shared.exporter``)."""
+    from examples.rediscluster.shared.exporter import EXPORTER_RULES, EXPORTER_USER  # (an import cycle)
+
     operator_password, replication_password = generated
     spec = cluster.spec
     if spec.disable_default_user:
@@ -188,6 +196,8 @@ def acl_file(
         f"user {OPERATOR_USER} on {_hash(operator_password)} {operator_rules}",
         f"user {REPLICATION_USER} on {_hash(replication_password)} {replication_rules}",
     ]
+    if exporter_password is not None:
+        lines.append(f"user {EXPORTER_USER} on {_hash(exporter_password)} {EXPORTER_RULES}")
     if include_spec_users:
         for i, (user, password) in enumerate(zip(spec.users or [], passwords, strict=True)):
             rules = " ".join(parse_rules(user.rules, f"spec.users[{i}].rules"))
@@ -195,7 +205,7 @@ def acl_file(
     generation = f"pyctrl-generation-{hashlib.sha256(chr(10).join(lines).encode()).hexdigest()[:16]}"
     lines.append(f"user {generation} off")
     text = "".join(f"{line}\n" for line in lines)
-    return AclFile(operator_password, replication_password, text, generation)
+    return AclFile(operator_password, replication_password, text, generation, exporter_password)
 
 
 def generated_passwords(current: Mapping[str, str] | None) -> tuple[str, str]:
@@ -207,6 +217,15 @@ def generated_passwords(current: Mapping[str, str] | None) -> tuple[str, str]:
         return base64.b64decode(value).decode() if value else secrets.token_urlsafe(32)
 
     return kept("operator-password"), kept("replication-password")
+
+
+def exporter_password(cluster: RedisCluster, current: Mapping[str, str] | None) -> str | None:
+    """The exporter user's password (the existing Secret's, else a new random one); None when
+    ``spec.monitoring.exporter`` is off."""
+    if not cluster.spec.monitoring.exporter:
+        return None
+    value = (current or {}).get("exporter-password")
+    return base64.b64decode(value).decode() if value else secrets.token_urlsafe(32)
 
 
 def check_names(users: Sequence[RedisUser]) -> None:
@@ -281,8 +300,14 @@ class UserSync:
         data = current.data if current is not None else None
         text = base64.b64decode(data["users.acl"]).decode() if data and data.get("users.acl") else None
         generated = generated_passwords(data)
+        exporter = exporter_password(cluster, data)
         system = acl_file(
-            cluster, [], default_password=default_password, generated=generated, include_spec_users=False
+            cluster,
+            [],
+            default_password=default_password,
+            generated=generated,
+            include_spec_users=False,
+            exporter_password=exporter,
         )
         try:
             check_names(cluster.spec.users or [])
@@ -295,6 +320,7 @@ class UserSync:
             default_password=default_password,
             generated=generated,
             include_spec_users=True,
+            exporter_password=exporter,
         )
         return AclState(wanted, system, text)
 

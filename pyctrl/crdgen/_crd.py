@@ -21,14 +21,16 @@ Guarantees of :func:`generate_crd`:
   ``crd`` declaration, an empty plural, names that are not DNS labels, a group without a dot, a
   status subresource without a ``status`` field, scale or printer-column paths that do not exist
   in the schema or have the wrong type, several versions disagreeing on names or storage, a
-  ``storage_version`` that is not one of the versions, a deprecation warning on a version not
-  marked deprecated or one the apiserver would refuse (over 256 characters, not printable).
+  ``storage_version`` or ``deprecated_versions`` entry that is not one of the versions, a
+  deprecation warning on a version not marked deprecated or one the apiserver would refuse (over
+  256 characters, not printable).
 """
 
 from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel
@@ -78,12 +80,16 @@ _CONVERSION_WEBHOOK: dict[str, Any] = {
 def generate_crd(
     *models: type[BaseModel],
     storage_version: str | None = None,
+    deprecated_versions: Mapping[str, str | None] | None = None,
     webhook_service: tuple[str, str] = ("webhook-service", "system"),
 ) -> dict[str, Any]:
     """The CRD of one kind; each model (same group and kind) is one of its versions.
 
-    ``storage_version`` overrides the models' ``CRDMeta.storage``; ``webhook_service`` is the
-    (name, namespace) of the Service serving ``/convert`` when a version is a conversion Hub."""
+    ``storage_version`` overrides the models' ``CRDMeta.storage`` and ``deprecated_versions``
+    (version → warning, ``None`` for the apiserver's default text) adds to their
+    ``CRDMeta.deprecated``: the settings of one release of the CRD, the models unchanged.
+    ``webhook_service`` is the (name, namespace) of the Service serving ``/convert`` when a
+    version is a conversion Hub."""
     if not models:
         raise CRDGenerationError("generate_crd needs at least one model")
     declared = [_declaration(m) for m in models]
@@ -110,6 +116,20 @@ def generate_crd(
     if storage_version is not None:
         for entry in entries:
             entry["storage"] = entry["name"] == storage_version
+    for version, warning in (deprecated_versions or {}).items():
+        found: list[dict[str, Any]] = [e for e in entries if e["name"] == version]
+        if not found:
+            raise CRDGenerationError(
+                f"{gvk.kind}: deprecated_versions names {version!r}, not one of {sorted(versions)}"
+            )
+        if warning is not None and (not warning or len(warning) > _MAX_WARNING or not warning.isprintable()):
+            raise CRDGenerationError(
+                f"{gvk.kind}: the deprecation warning of {version} must be 1-{_MAX_WARNING} printable "
+                f"characters (got {len(warning)})"
+            )
+        found[0]["deprecated"] = True
+        if warning is not None:
+            found[0]["deprecationWarning"] = warning
     names: dict[str, Any] = {
         "kind": gvk.kind,
         "listKind": meta.list_kind or f"{gvk.kind}List",

@@ -338,3 +338,13 @@ def test_deprecated_versions_carry_the_flag_and_their_warning() -> None:
 def test_bad_deprecation_warnings_are_refused(meta: CRDMeta, message: str) -> None:
     with pytest.raises(CRDGenerationError, match=re.escape(message)):
         generate_crd(model(crd=meta))
+
+
+def test_deprecated_versions_are_marked_per_release_without_touching_the_models() -> None:
+    crd = generate_crd(Gizmo, GizmoV1beta1, deprecated_versions={"v1beta1": "use v1"})
+    marked = {v["name"]: (v.get("deprecated"), v.get("deprecationWarning")) for v in crd["spec"]["versions"]}
+    assert marked == {"v1": (None, None), "v1beta1": (True, "use v1")}
+    with pytest.raises(CRDGenerationError, match=r"deprecated_versions names 'v2', not one of"):
+        generate_crd(Gizmo, deprecated_versions={"v2": None})
+    with pytest.raises(CRDGenerationError, match=r"the deprecation warning of v1 must be 1-256 printable"):
+        generate_crd(Gizmo, deprecated_versions={"v1": "\x00"})

@@ -23,8 +23,9 @@ Guarantees:
 - running it again is harmless (objects already migrated are no-op writes);
 - progress goes to ``progress`` (one line per page and a summary), for a long migration.
 
-Run it as a one-shot command after the upgrade (``python -m pyctrl.migrate CRD_NAME``), or from an
-operator at start (the RedisCluster operator's ``--migrate-storage``).
+Run it as a one-shot command after the upgrade (``python -m pyctrl.migrate CRD_NAME``, e.g. a Job
+or a Helm post-upgrade hook with ``get/list/update`` on the resource and ``get/update`` on the
+CRD's status), or call :func:`migrate_storage` from an operator at start.
 """
 
 from __future__ import annotations

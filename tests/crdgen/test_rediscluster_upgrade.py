@@ -12,6 +12,8 @@ import base64
 import contextlib
 import json
 import re
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -35,7 +37,7 @@ from pyctrl.client.scheme import default_scheme
 from pyctrl.crdgen import generate_crd
 from pyctrl.envtest import Environment
 from pyctrl.envtest._components import etcd_post
-from pyctrl.migrate import CRD_GVK, migrate_storage
+from pyctrl.migrate import CRD_GVK, MigrationError, migrate_storage, storage_version
 from pyctrl.testing import eventually
 from pyctrl.webhook import ConversionHandler, Server
 
@@ -216,8 +218,17 @@ async def _migration(plane: Environment, client: ApiClient) -> None:
     assert any("storedVersions" in line for line in lines)
     assert (await client.get(CRD_GVK, CRD))["status"]["storedVersions"] == ["v1beta1"]
     assert stored_api_version(plane, "old") == "redis.pyctrl.dev/v1beta1"
-    again = await migrate_storage(client, CRD)  # harmless a second time
-    assert again.stored_versions_before == ("v1beta1",)
+    # harmless a second time; here as the one-shot command
+    command = [sys.executable, "-m", "pyctrl.migrate", CRD, "--kubeconfig", str(plane.kubeconfig_path)]
+    again = await asyncio.to_thread(subprocess.run, command, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert (
+        f"{CRD}: 3 rewritten, 0 changed meanwhile; storedVersions ['v1beta1'] -> ['v1beta1']" in again.stdout
+    )
+    with pytest.raises(
+        MigrationError, match=re.escape("CRD widgets.example.com not found: install the new CRD")
+    ):
+        await migrate_storage(client, "widgets.example.com")
 
 
 async def _webhook_down(plane: Environment, client: ApiClient) -> dict[str, Any]:
@@ -237,3 +248,12 @@ async def _established(env: Environment) -> bool:
     crd = env.http.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD}")
     conditions = {c["type"]: c["status"] for c in crd.get("status", {}).get("conditions", [])}
     return conditions.get("Established") == "True"
+
+
+def test_storage_version_names_a_crd_without_exactly_one() -> None:
+    assert storage_version(graduated_crd()) == "v1beta1"
+    broken = {"metadata": {"name": "w.example.com"}, "spec": {"versions": [{"name": "v1"}]}}
+    with pytest.raises(
+        MigrationError, match=re.escape("CRD w.example.com: expected exactly one storage version, found none")
+    ):
+        storage_version(broken)

@@ -18,6 +18,7 @@ from typing import Any
 
 from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.api.backup import RedisBackup
+from examples.rediscluster.api.v1beta1 import RedisClusterV1beta1
 from examples.rediscluster.backup import DEFAULT_IMAGE
 from examples.rediscluster.backup.controllers import add_backup_controllers
 from examples.rediscluster.cluster.mover import SlotMover
@@ -125,6 +126,7 @@ def _secret_metadata_only(obj: dict[str, Any]) -> dict[str, Any]:
 def build_operator(config: Any, options: OperatorOptions) -> Operator:
     scheme = default_scheme.copy()
     scheme.add(RedisCluster)
+    scheme.add(RedisClusterV1beta1)  # with the hub above: the webhook server also serves /convert
     scheme.add(Node)
     scheme.add(RedisBackup)
     cache_options: CacheOptions = {"by_object": {Secret: ByObject(transform=_secret_metadata_only)}}

@@ -7,22 +7,30 @@ Guarantees of :func:`generate_crd`:
 
 - the result is a complete, deterministic CRD: the same models always give the same dict;
   versions are ordered by Kubernetes version priority (``v1`` > ``v1beta1`` > ``v1alpha1``);
-- when one of the versions is a ``pyctrl.conversion.Hub``, ``spec.conversion`` is the
-  ``Webhook`` strategy at ``/convert`` of the Service ``system/webhook-service`` (kubebuilder's
-  layout; ``conversionReviewVersions: [v1]``); otherwise it is left out (strategy ``None``);
+- when the kind has several versions and one is a ``pyctrl.conversion.Hub``, ``spec.conversion`` is the
+  ``Webhook`` strategy at ``/convert`` of the Service ``webhook_service`` (by default
+  ``system/webhook-service``, kubebuilder's layout; ``conversionReviewVersions: [v1]``);
+  otherwise it is left out (strategy ``None``);
+- the storage version is the one model declaring ``CRDMeta(storage=True)``, or the version named
+  by ``storage_version`` (an upgrade flips it without touching the models); a version declared
+  ``deprecated`` carries ``deprecated: true`` and its ``deprecationWarning``;
 - ``openAPIV3Schema`` is structural (see :mod:`._schema`); ``apiVersion``/``kind`` are strings and
   ``metadata`` is ``type: object`` (the apiserver validates it itself);
 - everything the apiserver would reject is rejected here first, as :class:`CRDGenerationError`
   naming the model and what to fix: a class that is not a ``KubeObject``, a missing ``gvk`` or
   ``crd`` declaration, an empty plural, names that are not DNS labels, a group without a dot, a
   status subresource without a ``status`` field, scale or printer-column paths that do not exist
-  in the schema or have the wrong type, several versions disagreeing on names or storage.
+  in the schema or have the wrong type, several versions disagreeing on names or storage, a
+  ``storage_version`` or ``deprecated_versions`` entry that is not one of the versions, a
+  deprecation warning on a version not marked deprecated or one the apiserver would refuse (over
+  256 characters, not printable).
 """
 
 from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel
@@ -39,6 +47,7 @@ _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _GROUP = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$")
 _KIND = re.compile(r"^[A-Za-z]([-A-Za-z0-9]*[A-Za-z0-9])?$")
 _VERSION = re.compile(r"^v(\d+)(?:(alpha|beta)(\d+))?$")
+_MAX_WARNING = 256  # the apiserver's limit on deprecationWarning
 _COLUMN_TYPES = {"integer": ("integer",), "number": ("integer", "number"), "boolean": ("boolean",)}
 _TYPE_META = {
     "apiVersion": {
@@ -68,8 +77,19 @@ _CONVERSION_WEBHOOK: dict[str, Any] = {
 }
 
 
-def generate_crd(*models: type[BaseModel]) -> dict[str, Any]:
-    """The CRD of one kind; each model (same group and kind) is one of its versions."""
+def generate_crd(
+    *models: type[BaseModel],
+    storage_version: str | None = None,
+    deprecated_versions: Mapping[str, str | None] | None = None,
+    webhook_service: tuple[str, str] = ("webhook-service", "system"),
+) -> dict[str, Any]:
+    """The CRD of one kind; each model (same group and kind) is one of its versions.
+
+    ``storage_version`` overrides the models' ``CRDMeta.storage`` and ``deprecated_versions``
+    (version → warning, ``None`` for the apiserver's default text) adds to their
+    ``CRDMeta.deprecated``: the settings of one release of the CRD, the models unchanged.
+    ``webhook_service`` is the (name, namespace) of the Service serving ``/convert`` when a
+    version is a conversion Hub."""
     if not models:
         raise CRDGenerationError("generate_crd needs at least one model")
     declared = [_declaration(m) for m in models]
@@ -79,15 +99,37 @@ def generate_crd(*models: type[BaseModel]) -> dict[str, Any]:
     versions = [v.version for v, _ in declared]
     if len(set(versions)) != len(versions):
         raise CRDGenerationError(f"{gvk.kind}: version declared twice among {_names(models)}")
-    storage = [m.__name__ for m, (_, d) in zip(models, declared, strict=True) if d.storage]
-    if len(storage) != 1:
+    if storage_version is None:
+        storage = [m.__name__ for m, (_, d) in zip(models, declared, strict=True) if d.storage]
+        if len(storage) != 1:
+            raise CRDGenerationError(
+                f"{gvk.kind}: exactly one version must have CRDMeta(storage=True), got {storage or 'none'}"
+            )
+    elif storage_version not in versions:
         raise CRDGenerationError(
-            f"{gvk.kind}: exactly one version must have CRDMeta(storage=True), got {storage or 'none'}"
+            f"{gvk.kind}: storage_version {storage_version!r} is not one of its versions {sorted(versions)}"
         )
     entries = sorted(
         (_version(m, g, d) for m, (g, d) in zip(models, declared, strict=True)),
         key=lambda e: _version_priority(e["name"]),
     )
+    if storage_version is not None:
+        for entry in entries:
+            entry["storage"] = entry["name"] == storage_version
+    for version, warning in (deprecated_versions or {}).items():
+        found: list[dict[str, Any]] = [e for e in entries if e["name"] == version]
+        if not found:
+            raise CRDGenerationError(
+                f"{gvk.kind}: deprecated_versions names {version!r}, not one of {sorted(versions)}"
+            )
+        if warning is not None and (not warning or len(warning) > _MAX_WARNING or not warning.isprintable()):
+            raise CRDGenerationError(
+                f"{gvk.kind}: the deprecation warning of {version} must be 1-{_MAX_WARNING} printable "
+                f"characters (got {len(warning)})"
+            )
+        found[0]["deprecated"] = True
+        if warning is not None:
+            found[0]["deprecationWarning"] = warning
     names: dict[str, Any] = {
         "kind": gvk.kind,
         "listKind": meta.list_kind or f"{gvk.kind}List",
@@ -99,8 +141,14 @@ def generate_crd(*models: type[BaseModel]) -> dict[str, Any]:
     if meta.categories:
         names["categories"] = list(meta.categories)
     spec: dict[str, Any] = {"group": gvk.group, "names": names, "scope": meta.scope, "versions": entries}
-    if any(issubclass(m, Hub) for m in models):
-        spec["conversion"] = _CONVERSION_WEBHOOK
+    if len(models) > 1 and any(issubclass(m, Hub) for m in models):
+        name, namespace = webhook_service
+        if not (_DNS_LABEL.match(name) and _DNS_LABEL.match(namespace)):
+            raise CRDGenerationError(
+                f"{gvk.kind}: webhook_service {webhook_service!r} must be (name, namespace), both DNS labels"
+            )
+        spec["conversion"] = copy.deepcopy(_CONVERSION_WEBHOOK)
+        spec["conversion"]["webhook"]["clientConfig"]["service"].update(name=name, namespace=namespace)
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -150,6 +198,15 @@ def _declaration(model: type[BaseModel]) -> tuple[GroupVersionKind, CRDMeta]:
         problems.append(f"CRDMeta.list_kind {meta.list_kind!r} must be alphanumeric CamelCase")
     if meta.scope not in ("Namespaced", "Cluster"):
         problems.append(f"CRDMeta.scope {meta.scope!r} must be 'Namespaced' or 'Cluster'")
+    warning = meta.deprecation_warning
+    if warning is not None:
+        if not meta.deprecated:
+            problems.append("CRDMeta.deprecation_warning needs deprecated=True")
+        if not warning or len(warning) > _MAX_WARNING or not warning.isprintable():
+            problems.append(
+                f"CRDMeta.deprecation_warning must be 1-{_MAX_WARNING} printable characters "
+                f"(got {len(warning)})"
+            )
     if problems:
         raise CRDGenerationError(f"{name}: " + "; ".join(problems))
     return gvk, meta
@@ -188,6 +245,10 @@ def _version(model: type[BaseModel], gvk: GroupVersionKind, meta: CRDMeta) -> di
         "storage": meta.storage,
         "schema": {"openAPIV3Schema": schema},
     }
+    if meta.deprecated:
+        entry["deprecated"] = True
+        if meta.deprecation_warning is not None:
+            entry["deprecationWarning"] = meta.deprecation_warning
     subresources: dict[str, Any] = {}
     if meta.status_subresource:
         if "status" not in properties:

@@ -64,8 +64,11 @@ class CRDMeta:
 
     ``plural`` is required (``""`` is reported at generation). ``singular`` defaults to the
     lower-cased kind, ``list_kind`` to ``<Kind>List``. When a kind has several versions (several
-    models with the same group and kind), exactly one has ``storage=True`` and all of them agree on
-    the names, scope and categories.
+    models with the same group and kind), exactly one has ``storage=True`` (or
+    ``generate_crd(..., storage_version=...)`` picks it) and all of them agree on the names, scope
+    and categories. ``deprecated`` marks a served version deprecated (``+kubebuilder:deprecatedversion``):
+    the apiserver returns ``deprecation_warning`` (or its default text naming the version) as a
+    ``Warning`` header on every request to it, which kubectl prints.
     """
 
     plural: str = ""
@@ -79,3 +82,5 @@ class CRDMeta:
     printer_columns: tuple[PrinterColumn, ...] = ()
     served: bool = True
     storage: bool = True
+    deprecated: bool = False
+    deprecation_warning: str | None = None

@@ -6,7 +6,12 @@ scheme. The apiserver POSTs an ``apiextensions.k8s.io/v1`` ``ConversionReview`` 
 :mod:`pyctrl.conversion`).
 
 Guarantees:
-- converted objects keep the incoming ``metadata`` as it was and get the desired ``apiVersion``;
+- converted objects keep the incoming ``metadata`` and get the desired ``apiVersion``; the one
+  exception is ``labels`` and ``annotations`` (the only metadata the apiserver lets a conversion
+  change): when the converter carried the metadata over (the converted object has the incoming
+  name, generateName, namespace and uid), its labels and annotations are kept, so a converter can
+  park a field the other version cannot hold in an annotation (Kubernetes' own round-trip trick);
+  a converter that leaves metadata empty gets the incoming labels and annotations;
 - an object already in the desired version is returned unchanged;
 - any failure (unknown version, an object the version's model rejects, a converter raising)
   answers ``result.status: Failure`` with a message naming the object and the versions, and no
@@ -48,7 +53,16 @@ class ConversionHandler:
         out = to_dict(dst)
         out["apiVersion"] = desired_api_version
         out["kind"] = kind
-        out["metadata"] = obj.get("metadata", {})
+        incoming = dict(obj.get("metadata") or {})
+        converted = out.get("metadata") or {}
+        identity = ("name", "generateName", "namespace", "uid")
+        if all(converted.get(k) == incoming.get(k) for k in identity):
+            for key in ("labels", "annotations"):
+                if converted.get(key):
+                    incoming[key] = converted[key]
+                else:
+                    incoming.pop(key, None)
+        out["metadata"] = incoming
         return out
 
 

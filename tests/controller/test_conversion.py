@@ -16,7 +16,7 @@ from pyctrl.client.gvk import GroupVersionKind
 from pyctrl.client.objects import KubeModel, KubeObject, ObjectMeta
 from pyctrl.client.scheme import default_scheme
 from pyctrl.conversion import ConversionError, Hub, versions_of
-from pyctrl.crdgen import CRDMeta, generate_crd
+from pyctrl.crdgen import CRDGenerationError, CRDMeta, generate_crd
 from pyctrl.envtest import Environment
 from pyctrl.testing import eventually
 from pyctrl.webhook import ConversionHandler, Server
@@ -207,3 +207,11 @@ def test_the_builder_refuses_versions_that_cannot_be_converted() -> None:
 
     with pytest.raises(BuilderError, match="need convert_to"):
         WebhookBuilder(FakeManager()).for_(SprocketV1).complete()
+
+
+def test_crdgen_points_the_conversion_at_the_given_service() -> None:
+    crd = generate_crd(SprocketV1, SprocketV2, webhook_service=("sprocket-webhooks", "tools"))
+    service = crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"]
+    assert service == {"name": "sprocket-webhooks", "namespace": "tools", "path": "/convert"}
+    with pytest.raises(CRDGenerationError, match=r"webhook_service .* must be \(name, namespace\)"):
+        generate_crd(SprocketV1, SprocketV2, webhook_service=("Bad_Name", "tools"))

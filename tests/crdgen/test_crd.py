@@ -288,3 +288,63 @@ def test_versions_must_agree_on_names_and_have_one_storage_version() -> None:
 def test_no_models_is_an_error() -> None:
     with pytest.raises(CRDGenerationError, match="at least one model"):
         generate_crd()
+
+
+def test_storage_version_override_flips_storage_without_touching_the_models() -> None:
+    crd = generate_crd(GizmoV1alpha1, Gizmo, GizmoV1beta1, storage_version="v1beta1")
+    assert [(v["name"], v["storage"]) for v in crd["spec"]["versions"]] == [
+        ("v1", False),
+        ("v1beta1", True),
+        ("v1alpha1", False),
+    ]
+    assert Gizmo.crd.storage  # the declaration is unchanged
+    with pytest.raises(CRDGenerationError, match=r"storage_version 'v2' is not one of its versions \['v1'"):
+        generate_crd(Gizmo, GizmoV1beta1, storage_version="v2")
+
+
+def deprecated(warning: str | None) -> Any:
+    meta = dataclasses.replace(Gizmo.crd, storage=False, deprecated=True, deprecation_warning=warning)
+    return model("GizmoOld", gvk=GroupVersionKind(GROUP, "v1alpha2", "Gizmo"), crd=meta)
+
+
+def test_deprecated_versions_carry_the_flag_and_their_warning() -> None:
+    crd = generate_crd(Gizmo, deprecated("v1alpha2 is going away; use v1"))
+    old = next(v for v in crd["spec"]["versions"] if v["name"] == "v1alpha2")
+    assert (old["deprecated"], old["deprecationWarning"]) == (True, "v1alpha2 is going away; use v1")
+    current = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
+    assert "deprecated" not in current
+    assert "deprecationWarning" not in current
+    default_text = next(
+        v for v in generate_crd(Gizmo, deprecated(None))["spec"]["versions"] if v.get("deprecated")
+    )
+    assert "deprecationWarning" not in default_text  # the apiserver's own text then names the version
+
+
+@pytest.mark.parametrize(
+    ("meta", "message"),
+    [
+        (CRDMeta(plural="widgets", deprecation_warning="old"), "deprecation_warning needs deprecated=True"),
+        (
+            CRDMeta(plural="widgets", deprecated=True, deprecation_warning="x" * 257),
+            "must be 1-256 printable characters (got 257)",
+        ),
+        (
+            CRDMeta(plural="widgets", deprecated=True, deprecation_warning="a\nb"),
+            "must be 1-256 printable characters (got 3)",
+        ),
+    ],
+    ids=["not-deprecated", "too-long", "not-printable"],
+)
+def test_bad_deprecation_warnings_are_refused(meta: CRDMeta, message: str) -> None:
+    with pytest.raises(CRDGenerationError, match=re.escape(message)):
+        generate_crd(model(crd=meta))
+
+
+def test_deprecated_versions_are_marked_per_release_without_touching_the_models() -> None:
+    crd = generate_crd(Gizmo, GizmoV1beta1, deprecated_versions={"v1beta1": "use v1"})
+    marked = {v["name"]: (v.get("deprecated"), v.get("deprecationWarning")) for v in crd["spec"]["versions"]}
+    assert marked == {"v1": (None, None), "v1beta1": (True, "use v1")}
+    with pytest.raises(CRDGenerationError, match=r"deprecated_versions names 'v2', not one of"):
+        generate_crd(Gizmo, deprecated_versions={"v2": None})
+    with pytest.raises(CRDGenerationError, match=r"the deprecation warning of v1 must be 1-256 printable"):
+        generate_crd(Gizmo, deprecated_versions={"v1": "\x00"})

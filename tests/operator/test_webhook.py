@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import ssl
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.webhook import RedisClusterValidator
-from pyctrl.builder import webhook_configurations
+from pyctrl.builder import CONVERT_PATH, webhook_configurations
 from pyctrl.client import ApiClient, load_kubeconfig
 from pyctrl.client.errors import ApiError, Invalid
 from pyctrl.envtest import Environment
@@ -17,6 +19,27 @@ from pyctrl.envtest._process import free_port
 from pyctrl.testing import eventually
 from tests.operator.conftest import OperatorFactory
 from tests.operator.test_operator_cli import run_operator
+
+
+async def _converted_by(port: int, ca: bytes) -> Any:
+    """spec.failover of a v1alpha1 RedisCluster converted to v1beta1 by the operator's /convert."""
+    obj = {"apiVersion": "redis.pyctrl.dev/v1alpha1", "kind": "RedisCluster", "metadata": {"name": "c"}}
+    review = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "ConversionReview",
+        "request": {
+            "uid": "u",
+            "desiredAPIVersion": "redis.pyctrl.dev/v1beta1",
+            "objects": [{**obj, "spec": {"downAfterMilliseconds": 7000}}],
+        },
+    }
+    context = ssl.create_default_context(cadata=ca.decode())
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"https://127.0.0.1:{port}{CONVERT_PATH}", json=review, ssl=context) as answer,
+    ):
+        body = await answer.json()
+    return body["response"]["convertedObjects"][0]["spec"]["failover"]
 
 
 def cluster(**spec: Any) -> RedisCluster:
@@ -53,9 +76,15 @@ async def test_the_apiserver_refuses_an_unrunnable_spec_through_the_operators_we
     # an asynchronous client: the operator (and its webhook server) runs on this event loop
     client = ApiClient(await load_kubeconfig(kubeconfig))
     try:
-        await start_operator(
+        running = await start_operator(
             webhook_port=options.local_serving_port, webhook_cert_dir=str(options.local_serving_cert_dir)
         )
+        assert await _converted_by(options.local_serving_port, options.ca_data) == {
+            "auto": True,
+            "downAfter": "7s",
+            "nodeLoss": {"afterSeconds": 30, "forceDeletePods": False},
+        }
+        assert CONVERT_PATH in running.operator.manager.webhook_server.paths
         bad: dict[str, Any] = {
             "apiVersion": "redis.pyctrl.dev/v1alpha1",
             "kind": "RedisCluster",

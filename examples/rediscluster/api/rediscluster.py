@@ -30,6 +30,7 @@ from examples.rediscluster.api.backup import BackupSchedule, RestoreSource
 from examples.rediscluster.api.scheduling import Affinity, Toleration, TopologySpreadConstraint
 from pyctrl.client.gvk import GroupVersionKind
 from pyctrl.client.objects.meta import Condition, KubeModel, KubeObject
+from pyctrl.conversion import Hub
 from pyctrl.crdgen import CRDMeta, PrinterColumn, Quantity, ScaleSubresource
 
 __all__ = [
@@ -348,7 +349,9 @@ class RedisClusterStatus(KubeModel):
     """StatefulSet revision of the current pod template, which a rollout brings every pod to."""
 
 
-class RedisCluster(KubeObject):
+# The conversion hub (pyctrl.conversion.Hub) and the type the operator reconciles;
+# v1beta1.RedisClusterV1beta1 converts to and from it (the docstring is the CRD's description).
+class RedisCluster(Hub, KubeObject):
     """A Redis master with replicas, failed over automatically by the pyctrl RedisCluster operator."""
 
     gvk = GroupVersionKind("redis.pyctrl.dev", "v1alpha1", "RedisCluster")

@@ -7,6 +7,7 @@ committed file; ``test_crds_directory_is_up_to_date`` proves that file is what t
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from examples.rediscluster.api import RedisCluster, RedisClusterSpec
 from pyctrl.envtest import Environment, poll_until
 from pyctrl.envtest._http import ApiError
 from tests.crdgen._kube import kubectl, kubectl_run
+from tests.rediscluster.test_redisconf import HOSTILE_KEYS, HOSTILE_VALUES
 
 pytestmark = pytest.mark.controlplane
 
@@ -242,3 +244,37 @@ def test_short_name_and_category_resolve_in_kubectl(
 
     assert listed("rdc")
     poll_until("the 'redis' category in discovery", lambda: listed("redis"), 30)
+
+
+def test_kubectl_apply_refuses_every_hostile_redis_config_naming_the_key(
+    envtest: Environment, kubeconfig: Path, namespace: str
+) -> None:
+    """Issue 24, test 3: the RedisCluster CRD's CEL rules (``redisconf.cel_validations``) refuse
+    every hostile ``redisConfig`` of the security review at ``kubectl apply``, each refusal naming
+    its key; none of the objects is stored (so no operator ever renders it into redis.conf)."""
+    keys = sorted(HOSTILE_KEYS)
+    values = [v for v in HOSTILE_VALUES if "\x00" not in v]  # NUL: not JSON text, refused earlier
+    items = [manifest(f"k{i}", {"redisConfig": {"hz": "10", key: "1"}}) for i, key in enumerate(keys)]
+    items += [manifest(f"v{i}", {"redisConfig": {"maxmemory": value}}) for i, value in enumerate(values)]
+    applied = kubectl_run(
+        envtest,
+        kubeconfig,
+        "-n",
+        namespace,
+        "apply",
+        "-f",
+        "-",
+        stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}),
+    )
+    assert applied.returncode != 0
+    refused = (
+        re.search(r'RedisCluster\.redis\.pyctrl\.dev "([^"]+)" is invalid', line)
+        for line in applied.stderr.splitlines()
+    )
+    refusals = {m.group(1): m.string for m in refused if m is not None}
+    assert sorted(refusals) == sorted(item["metadata"]["name"] for item in items), applied.stderr
+    for i, key in enumerate(keys):
+        assert f"redisConfig may not set {key}" in refusals[f"k{i}"], refusals[f"k{i}"]
+    for i in range(len(values)):
+        assert "without backslashes or newlines: maxmemory" in refusals[f"v{i}"], refusals[f"v{i}"]
+    assert envtest.http.get(base(namespace))["items"] == []

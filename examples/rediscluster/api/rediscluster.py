@@ -28,6 +28,7 @@ from pydantic import ConfigDict, Field, JsonValue
 
 from examples.rediscluster.api.backup import BackupSchedule, RestoreSource
 from examples.rediscluster.api.scheduling import Affinity, Toleration, TopologySpreadConstraint
+from examples.rediscluster.shared.security import redisconf
 from pyctrl.client.gvk import GroupVersionKind
 from pyctrl.client.objects.meta import Condition, KubeModel, KubeObject
 from pyctrl.crdgen import CRDMeta, PrinterColumn, Quantity, ScaleSubresource
@@ -96,6 +97,10 @@ class SecretKeySelector(KubeModel):
     """Name of the Secret."""
     key: str = Field(default="password", min_length=1)
     """Key in the Secret whose value is the password."""
+
+
+#: the CEL rules of ``spec.redisConfig`` (one source: ``redisconf.ALLOWED`` and its patterns)
+_REDIS_CONFIG_RULES: list[JsonValue] = [dict(rule) for rule in redisconf.cel_validations()]
 
 
 class RedisAuth(KubeModel):
@@ -235,8 +240,15 @@ class RedisClusterSpec(KubeModel):
     tls: TlsConfig | None = None
     """TLS only (no plaintext port), replication (and in cluster mode the cluster bus and slot
     migration) over TLS too; cannot be added or removed later."""
-    redis_config: dict[str, str] = Field(default_factory=dict)
-    """Extra redis.conf settings (directive -> value)."""
+    redis_config: dict[str, Annotated[str, Field(max_length=redisconf.MAX_VALUE_LENGTH)]] = Field(
+        default_factory=dict,
+        max_length=redisconf.MAX_ENTRIES,
+        json_schema_extra={"x-kubernetes-validations": _REDIS_CONFIG_RULES},
+    )
+    """Extra redis.conf settings (directive -> value): lower-case tenant-safe Redis directives
+    only (memory, eviction, timeouts, encodings, slowlog...); operator-managed (port, dir, save,
+    replicaof, requirepass...) and dangerous ones (include, loadmodule, rename-command,
+    enable-debug-command...) are refused; values are printable ASCII without backslashes."""
     resources: ResourceRequirements | None = None
     """Compute resources of the Redis container."""
     affinity: Affinity | None = None

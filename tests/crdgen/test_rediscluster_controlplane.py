@@ -73,7 +73,8 @@ BAD_SPECS = [
     ({"memoryLimit": True}, "spec.memoryLimit", "memoryLimit"),
     ({"storageSize": "1 Gi"}, "spec.storageSize", "storageSize"),
     ({"image": ""}, "spec.image", "image"),
-    ({"auth": {}}, "spec.auth.passwordSecret", "passwordSecret"),
+    ({"auth": {"enabled": "no"}}, "spec.auth.enabled", "enabled"),
+    ({"auth": {"enabled": False, "passwordSecret": {"name": "pw"}}}, "spec.auth", "auth"),
     ({"auth": {"passwordSecret": {"name": ""}}}, "spec.auth.passwordSecret.name", "name"),
     ({"redisConfig": {"maxmemory-policy": 1}}, "spec.redisConfig.maxmemory-policy", "maxmemory-policy"),
     ({"resources": {"limits": {"memory": "1 GB"}}}, "spec.resources.limits.memory", "memory"),
@@ -103,6 +104,8 @@ GOOD_SPECS = [
     {"replicas": 10, "memoryLimit": "512Mi", "enablePersistence": True, "storageSize": 2147483648},
     {"memoryLimit": 1073741824, "redisConfig": {"maxmemory-policy": "allkeys-lru"}},
     {"auth": {"passwordSecret": {"name": "redis-auth", "key": "pw"}}, "image": "redis:7.4"},
+    {"auth": {}},
+    {"auth": {"enabled": False}},
     {"resources": {"limits": {"cpu": 1, "memory": "1Gi"}, "requests": {"cpu": "100m"}}},
 ]
 

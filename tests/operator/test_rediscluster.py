@@ -425,7 +425,7 @@ async def test_the_password_comes_from_the_secret_is_only_data_and_appears_nowhe
     )
     await c.create_ready(2, auth={"passwordSecret": {"name": "redis-auth", "key": "password"}})
     master = c.status()["currentMaster"]
-    anonymous = await c.redis(master)
+    anonymous = aioredis.Redis(host=c.pod_ip(master), port=6379, decode_responses=True)  # no password
     with pytest.raises(Exception, match=r"NOAUTH|authenticat"):
         await anonymous.get("x")
     await anonymous.aclose()

@@ -15,6 +15,7 @@ import pytest
 from pydantic import ValidationError
 
 from examples.rediscluster.api import RedisCluster, RedisClusterSpec
+from examples.rediscluster.api.backup import RedisBackupSpec
 from pyctrl.envtest import Environment, poll_until
 from pyctrl.envtest._http import ApiError
 from tests.crdgen._kube import kubectl, kubectl_run
@@ -74,6 +75,11 @@ BAD_SPECS = [
     ({"storageSize": "1 Gi"}, "spec.storageSize", "storageSize"),
     ({"image": ""}, "spec.image", "image"),
     ({"auth": {"enabled": "no"}}, "spec.auth.enabled", "enabled"),
+    (
+        {"users": [{"name": f"u{i}", "passwordSecret": {"name": "s"}} for i in range(65)]},
+        "spec.users",
+        "users",
+    ),
     ({"auth": {"enabled": False, "passwordSecret": {"name": "pw"}}}, "spec.auth", "auth"),
     ({"auth": {"passwordSecret": {"name": ""}}}, "spec.auth.passwordSecret.name", "name"),
     ({"redisConfig": {"maxmemory-policy": 1}}, "spec.redisConfig.maxmemory-policy", "maxmemory-policy"),
@@ -281,3 +287,27 @@ def test_kubectl_apply_refuses_every_hostile_redis_config_naming_the_key(
     for i in range(len(values)):
         assert "without backslashes or newlines: maxmemory" in refusals[f"v{i}"], refusals[f"v{i}"]
     assert envtest.http.get(base(namespace))["items"] == []
+
+
+@pytest.mark.parametrize(
+    ("path", "admitted"),
+    [("../etc/x", False), ("a/../../x", False), ("a/..", False), ("/abs", False), ("a/..b/c..", True)],
+)
+def test_a_pvc_path_stays_inside_the_volume(
+    envtest: Environment, namespace: str, path: str, admitted: bool
+) -> None:
+    """Issue 24: a RedisBackup's PVC path with a ``..`` segment or absolute is refused by the
+    apiserver and by the model alike; ``..`` inside a name is just a name."""
+    spec = {"clusterName": "rc", "destination": {"pvc": {"claimName": "backups", "path": path}}}
+    body = {"apiVersion": "redis.pyctrl.dev/v1alpha1", "kind": "RedisBackup", "metadata": {"name": "b"}}
+    url = f"/apis/redis.pyctrl.dev/v1alpha1/namespaces/{namespace}/redisbackups?dryRun=All"
+    if admitted:
+        envtest.http.request("POST", url, {**body, "spec": spec})
+        RedisBackupSpec.model_validate(spec)
+        return
+    with pytest.raises(ApiError) as err:
+        envtest.http.request("POST", url, {**body, "spec": spec})
+    assert err.value.code == 422
+    assert "spec.destination.pvc.path" in str(err.value)
+    with pytest.raises(ValidationError):
+        RedisBackupSpec.model_validate(spec)

@@ -99,6 +99,8 @@ class SecretKeySelector(KubeModel):
     """Key in the Secret whose value is the password."""
 
 
+#: at most this many ``spec.users`` (bounded ACL file, one Secret read per user per reconcile)
+MAX_USERS = 64
 #: the CEL rules of ``spec.redisConfig`` (one source: ``redisconf.ALLOWED`` and its patterns)
 _REDIS_CONFIG_RULES: list[JsonValue] = [dict(rule) for rule in redisconf.cel_validations()]
 
@@ -254,6 +256,7 @@ class RedisClusterSpec(KubeModel):
     them). ``{}``: a generated password in the Secret ``<name>-auth``; ``{enabled: false}``: open."""
     users: list[RedisUser] | None = Field(
         default=None,
+        max_length=MAX_USERS,
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
     """ACL users, set on every pod without a restart; [] enables the ACL file with no user yet."""

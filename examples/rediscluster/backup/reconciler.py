@@ -67,6 +67,14 @@ def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def owned_by(job: Job, pods: list[Pod]) -> list[Pod]:
+    """The pods ``job`` controls (controller reference with its uid): a result is read only from
+    them, never from another pod that merely carries the Job's name label (anyone who may create
+    pods in the namespace could forge one)."""
+    uid = job.metadata.uid
+    return [p for p in pods if any(r.controller and r.uid == uid for r in p.metadata.owner_references or [])]
+
+
 class BadInput(Exception):
     """A backup that cannot be taken as specified (reason: a CamelCase word for the Event)."""
 
@@ -322,7 +330,7 @@ class RedisBackupReconciler:
             listed = await self.client.list(
                 Pod, namespace=backup.namespace, labels={"batch.kubernetes.io/job-name": job.name}
             )
-            pods = listed.items
+            pods = owned_by(job, listed.items)
         shards: dict[str, Any] = {}
         if recorded is not None:
             shards["shards"] = with_results(recorded, shard_results(pods))
@@ -365,7 +373,7 @@ class RedisBackupReconciler:
         live = await self.api_reader.list(
             Pod, namespace=backup.namespace, labels={"batch.kubernetes.io/job-name": job.name}
         )
-        if live:
+        if owned_by(job, live.items):
             return Result(requeue_after=WAIT_REQUEUE)
         why = (
             f"Job {job.name} completed but its pods are gone, and with them its result (location, "

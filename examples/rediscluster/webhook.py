@@ -1,10 +1,12 @@
 """The RedisCluster validating admission webhook (opt-in: ``--webhook-port``).
 
-The CRD schema already refuses what it can express (bounds, types, enums). What it cannot —
-``redisConfig`` keys the operator manages (``port``, ``replicaof``, ``requirepass``…) or values
-that would break redis.conf — the reconciler refuses at run time (``InvalidSpec``: nothing
-applied, ``Ready=False``). With the webhook, the apiserver refuses such a create or update up
-front (422 Invalid naming the field), from the very same check, so the two can never disagree.
+The CRD schema already refuses what it can express (bounds, types, enums, and CEL rules that
+admit only allowlisted lower-case ``redisConfig`` keys with printable values). What it cannot —
+quoting Redis's tokenizer refuses (``'"unbalanced'``), a directive named twice, bad arguments —
+the reconciler refuses at run time (``InvalidSpec``: nothing applied, ``Ready=False``). With the
+webhook, the apiserver refuses such a create or update up front (422 Invalid, one cause per bad
+``redisConfig`` entry naming its key: ``redisconf.problems``), from the very same checks, so the
+two can never disagree.
 
 It also warns (kubectl prints the warning; the object is accepted) about a spec that is valid
 but risky: a single replica has nothing to fail over to.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.shared.resources import InvalidSpec, desired_children
+from examples.rediscluster.shared.security import redisconf
 from pyctrl.client.errors import Invalid
 
 __all__ = ["RedisClusterValidator"]
@@ -32,15 +35,27 @@ class RedisClusterValidator:
         return None
 
 
+def _refuse(causes: list[dict[str, str]]) -> Invalid:
+    message = "; ".join(c["message"] for c in causes)
+    status = {"code": 422, "reason": "Invalid", "message": message, "details": {"causes": causes}}
+    return Invalid(status)
+
+
 def _validate(cluster: RedisCluster) -> list[str] | None:
+    bad_config = redisconf.problems(cluster.spec.redis_config)
+    if bad_config:  # every refused entry, each naming its key
+        raise _refuse(
+            [
+                {"field": "spec.redisConfig", "message": f"spec.{m}", "reason": "FieldValueForbidden"}
+                for m in bad_config
+            ]
+        )
     try:
         desired_children(cluster, cluster.spec.replicas)
     except InvalidSpec as exc:
         message = str(exc)
         field = message.split(" ", 1)[0].split("[", 1)[0].rstrip(":")
-        cause = {"field": field, "message": message, "reason": "FieldValueForbidden"}
-        status = {"code": 422, "reason": "Invalid", "message": message, "details": {"causes": [cause]}}
-        raise Invalid(status) from exc
+        raise _refuse([{"field": field, "message": message, "reason": "FieldValueForbidden"}]) from exc
     if cluster.spec.replicas == 1:
         return ["spec.replicas is 1: there is no replica to fail over to"]
     return None

@@ -7,6 +7,7 @@ committed file; ``test_crds_directory_is_up_to_date`` proves that file is what t
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +15,11 @@ import pytest
 from pydantic import ValidationError
 
 from examples.rediscluster.api import RedisCluster, RedisClusterSpec
+from examples.rediscluster.api.backup import RedisBackupSpec
 from pyctrl.envtest import Environment, poll_until
 from pyctrl.envtest._http import ApiError
 from tests.crdgen._kube import kubectl, kubectl_run
+from tests.rediscluster.test_redisconf import HOSTILE_KEYS, HOSTILE_VALUES
 
 pytestmark = pytest.mark.controlplane
 
@@ -71,7 +74,13 @@ BAD_SPECS = [
     ({"memoryLimit": True}, "spec.memoryLimit", "memoryLimit"),
     ({"storageSize": "1 Gi"}, "spec.storageSize", "storageSize"),
     ({"image": ""}, "spec.image", "image"),
-    ({"auth": {}}, "spec.auth.passwordSecret", "passwordSecret"),
+    ({"auth": {"enabled": "no"}}, "spec.auth.enabled", "enabled"),
+    (
+        {"users": [{"name": f"u{i}", "passwordSecret": {"name": "s"}} for i in range(65)]},
+        "spec.users",
+        "users",
+    ),
+    ({"auth": {"enabled": False, "passwordSecret": {"name": "pw"}}}, "spec.auth", "auth"),
     ({"auth": {"passwordSecret": {"name": ""}}}, "spec.auth.passwordSecret.name", "name"),
     ({"redisConfig": {"maxmemory-policy": 1}}, "spec.redisConfig.maxmemory-policy", "maxmemory-policy"),
     ({"resources": {"limits": {"memory": "1 GB"}}}, "spec.resources.limits.memory", "memory"),
@@ -101,6 +110,8 @@ GOOD_SPECS = [
     {"replicas": 10, "memoryLimit": "512Mi", "enablePersistence": True, "storageSize": 2147483648},
     {"memoryLimit": 1073741824, "redisConfig": {"maxmemory-policy": "allkeys-lru"}},
     {"auth": {"passwordSecret": {"name": "redis-auth", "key": "pw"}}, "image": "redis:7.4"},
+    {"auth": {}},
+    {"auth": {"enabled": False}},
     {"resources": {"limits": {"cpu": 1, "memory": "1Gi"}, "requests": {"cpu": "100m"}}},
 ]
 
@@ -242,3 +253,61 @@ def test_short_name_and_category_resolve_in_kubectl(
 
     assert listed("rdc")
     poll_until("the 'redis' category in discovery", lambda: listed("redis"), 30)
+
+
+def test_kubectl_apply_refuses_every_hostile_redis_config_naming_the_key(
+    envtest: Environment, kubeconfig: Path, namespace: str
+) -> None:
+    """Issue 24, test 3: the RedisCluster CRD's CEL rules (``redisconf.cel_validations``) refuse
+    every hostile ``redisConfig`` of the security review at ``kubectl apply``, each refusal naming
+    its key; none of the objects is stored (so no operator ever renders it into redis.conf)."""
+    keys = sorted(HOSTILE_KEYS)
+    values = [v for v in HOSTILE_VALUES if "\x00" not in v]  # NUL: not JSON text, refused earlier
+    items = [manifest(f"k{i}", {"redisConfig": {"hz": "10", key: "1"}}) for i, key in enumerate(keys)]
+    items += [manifest(f"v{i}", {"redisConfig": {"maxmemory": value}}) for i, value in enumerate(values)]
+    applied = kubectl_run(
+        envtest,
+        kubeconfig,
+        "-n",
+        namespace,
+        "apply",
+        "-f",
+        "-",
+        stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}),
+    )
+    assert applied.returncode != 0
+    refused = (
+        re.search(r'RedisCluster\.redis\.pyctrl\.dev "([^"]+)" is invalid', line)
+        for line in applied.stderr.splitlines()
+    )
+    refusals = {m.group(1): m.string for m in refused if m is not None}
+    assert sorted(refusals) == sorted(item["metadata"]["name"] for item in items), applied.stderr
+    for i, key in enumerate(keys):
+        assert f"redisConfig may not set {key}" in refusals[f"k{i}"], refusals[f"k{i}"]
+    for i in range(len(values)):
+        assert "without backslashes or newlines: maxmemory" in refusals[f"v{i}"], refusals[f"v{i}"]
+    assert envtest.http.get(base(namespace))["items"] == []
+
+
+@pytest.mark.parametrize(
+    ("path", "admitted"),
+    [("../etc/x", False), ("a/../../x", False), ("a/..", False), ("/abs", False), ("a/..b/c..", True)],
+)
+def test_a_pvc_path_stays_inside_the_volume(
+    envtest: Environment, namespace: str, path: str, admitted: bool
+) -> None:
+    """Issue 24: a RedisBackup's PVC path with a ``..`` segment or absolute is refused by the
+    apiserver and by the model alike; ``..`` inside a name is just a name."""
+    spec = {"clusterName": "rc", "destination": {"pvc": {"claimName": "backups", "path": path}}}
+    body = {"apiVersion": "redis.pyctrl.dev/v1alpha1", "kind": "RedisBackup", "metadata": {"name": "b"}}
+    url = f"/apis/redis.pyctrl.dev/v1alpha1/namespaces/{namespace}/redisbackups?dryRun=All"
+    if admitted:
+        envtest.http.request("POST", url, {**body, "spec": spec})
+        RedisBackupSpec.model_validate(spec)
+        return
+    with pytest.raises(ApiError) as err:
+        envtest.http.request("POST", url, {**body, "spec": spec})
+    assert err.value.code == 422
+    assert "spec.destination.pvc.path" in str(err.value)
+    with pytest.raises(ValidationError):
+        RedisBackupSpec.model_validate(spec)

@@ -186,7 +186,7 @@ async def the_webhook_refuses_an_invalid_spec(env: Environment) -> None:
         "apiVersion": "redis.pyctrl.dev/v1alpha1",
         "kind": "RedisCluster",
         "metadata": {"name": "bad"},
-        "spec": {"replicas": 2, "redisConfig": {"replicaof": "10.1.2.3 6379"}},
+        "spec": {"replicas": 2, "redisConfig": {"client-output-buffer-limit": "replica 0 0 0"}},
     }
     path = f"/apis/redis.pyctrl.dev/v1alpha1/namespaces/{APPS}/redisclusters?dryRun=All"
 
@@ -202,7 +202,7 @@ async def the_webhook_refuses_an_invalid_spec(env: Environment) -> None:
     error = await eventually(refused, within=30, what="the webhook's refusal")
     assert (
         'admission webhook "vrediscluster.redis.pyctrl.dev" denied the request: '
-        "spec.redisConfig may not set replicaof"
+        "spec.redisConfig key 'client-output-buffer-limit'"
     ) in error.message
 
 

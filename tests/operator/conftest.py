@@ -8,6 +8,7 @@ test also proves the operator needs no permission beyond it.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import inspect
 import time
@@ -174,11 +175,21 @@ class Cluster:
     def pod_ip(self, pod: str) -> str:
         return str(self.pods()[pod]["status"]["podIP"])
 
+    def password(self) -> str | None:
+        """The password clients use: the spec's Secret, or the generated ``<name>-auth`` one for
+        ``auth: {}``; None without ``auth`` or with ``auth: {enabled: false}``."""
+        auth = self.get()["spec"].get("auth")
+        if auth is None or auth.get("enabled") is False:
+            return None
+        ref = auth.get("passwordSecret") or {"name": f"{self.name}-auth"}
+        secret = self.envtest.http.get(f"/api/v1/namespaces/{self.namespace}/secrets/{ref['name']}")
+        return base64.b64decode(secret["data"][ref.get("key", "password")]).decode()
+
     async def redis(self, pod: str) -> aioredis.Redis:
-        return _redis_at(self.pod_ip(pod))
+        return _redis_at(self.pod_ip(pod), self.password())
 
     async def info(self, pod: str) -> dict[str, Any]:
-        return await _replication_info(_redis_at(self.pod_ip(pod)))
+        return await _replication_info(_redis_at(self.pod_ip(pod), self.password()))
 
     async def create_ready(self, replicas: int, *, within: float = 120, **spec: Any) -> dict[str, Any]:
         """Create this RedisCluster (``replicas`` and ``spec``), wait until it is Running with every
@@ -195,18 +206,24 @@ class Cluster:
     async def roles(self, pods: Pods | None = None) -> dict[str, str]:
         """pod -> "master" / "slave" / "down" as Redis itself reports (of ``pods``, read when not given)."""
         pods = self.pods() if pods is None else pods
+        password = self.password()
         out = {}
         for pod, p in pods.items():
             try:
-                out[pod] = str((await _replication_info(_redis_at(p["status"]["podIP"])))["role"])
+                out[pod] = str((await _replication_info(_redis_at(p["status"]["podIP"], password)))["role"])
             except Exception:
                 out[pod] = "down"
         return out
 
 
-def _redis_at(ip: str) -> aioredis.Redis:
+def _redis_at(ip: str, password: str | None) -> aioredis.Redis:
     return aioredis.Redis(
-        host=ip, port=6379, socket_timeout=2, socket_connect_timeout=2, decode_responses=True
+        host=ip,
+        port=6379,
+        password=password,
+        socket_timeout=2,
+        socket_connect_timeout=2,
+        decode_responses=True,
     )
 
 

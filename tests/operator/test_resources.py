@@ -8,13 +8,17 @@ import pytest
 from pydantic import ValidationError
 
 from examples.rediscluster.api import RedisCluster, RedisClusterSpec
+from examples.rediscluster.cluster.resources import cluster_redis_conf
 from examples.rediscluster.shared.resources import (
     LIVE_KEYS,
     PRESTOP_WAIT_SECONDS,
+    InvalidSpec,
     live_settings,
     redis_conf,
     statefulset,
 )
+from examples.rediscluster.shared.security.redisconf import ALLOWED
+from tests.rediscluster.test_redisconf import HOSTILE_KEYS, HOSTILE_VALUES
 
 
 def pod_spec(**spec: Any) -> dict[str, Any]:
@@ -114,8 +118,32 @@ def test_only_settings_redis_cannot_change_at_run_time_change_the_pod_template()
     spec = RedisClusterSpec.model_validate(
         {"redisConfig": {"Maxmemory-Policy": "allkeys-lru", "databases": "32"}}
     )
-    assert live_settings(spec) == {"maxmemory-policy": "allkeys-lru"}
-    assert "Maxmemory-Policy allkeys-lru" in redis_conf(spec)  # kept in redis.conf for the next start
+    assert live_settings(spec) == {"maxmemory-policy": ("allkeys-lru",)}
+    assert "maxmemory-policy allkeys-lru" in redis_conf(spec)  # kept in redis.conf for the next start
+    assert LIVE_KEYS <= ALLOWED  # nothing a tenant may not set is ever sent with CONFIG SET
+
+
+@pytest.mark.parametrize("mode", ["replication", "cluster"])
+def test_no_hostile_redis_config_reaches_redis_conf(mode: str) -> None:
+    """What CEL refuses at admission is refused again here (a spec that skipped admission, e.g.
+    stored before the CRD had the rules): InvalidSpec naming the key, no redis.conf rendered."""
+    render = cluster_redis_conf if mode == "cluster" else redis_conf
+    extra = {"mode": "cluster", "shards": 3} if mode == "cluster" else {}
+    for key in HOSTILE_KEYS:
+        spec = RedisClusterSpec.model_validate({**extra, "redisConfig": {"hz": "10", key: "/tmp"}})
+        with pytest.raises(InvalidSpec) as refused:
+            render(spec)
+        assert str(refused.value).startswith(f"spec.redisConfig key {key!r}"), refused.value
+    for value in HOSTILE_VALUES:
+        spec = RedisClusterSpec.model_validate({**extra, "redisConfig": {"maxmemory": value}})
+        with pytest.raises(InvalidSpec, match=r"spec\.redisConfig key 'maxmemory'"):
+            render(spec)
+    # words of a value stay the arguments of their own directive (LiveConfig sends them as ONE
+    # CONFIG SET value, which Redis refuses for maxmemory-policy): never a second directive
+    spec = RedisClusterSpec.model_validate(
+        {**extra, "redisConfig": {"maxmemory-policy": "noeviction dir /x"}}
+    )
+    assert live_settings(spec) == {"maxmemory-policy": ("noeviction", "dir", "/x")}
 
 
 def test_the_statefulset_leaves_the_rollout_order_to_the_operator() -> None:

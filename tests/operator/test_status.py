@@ -53,7 +53,7 @@ def test_a_master_that_stopped_serving_is_reported_as_failover_after_it_once_ran
 
 def test_an_invalid_spec_is_the_reason_of_both_conditions_and_keeps_the_cluster_from_running() -> None:
     nodes = [master(0), replica(1, 0), replica(2, 0)]
-    why = "spec.redisConfig may not set port (managed by the operator)"
+    why = "spec.redisConfig key 'port': port is managed by the operator"
     s = observed_status(cluster(phase="Running"), nodes, True, now="t", invalid_spec=why)
     assert (s.phase, s.ready_replicas) == (RedisClusterPhase.DEGRADED, 3)
     conditions = {c.type: (c.status, c.reason, c.message) for c in s.conditions}

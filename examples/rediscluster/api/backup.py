@@ -21,7 +21,7 @@ from __future__ import annotations
 import enum
 from typing import Annotated, ClassVar
 
-from pydantic import ConfigDict, Field, JsonValue
+from pydantic import ConfigDict, Field, JsonValue, field_validator
 
 from pyctrl.client.gvk import GroupVersionKind
 from pyctrl.client.objects.meta import Condition, KubeModel, KubeObject
@@ -75,8 +75,28 @@ class PvcDestination(KubeModel):
 
     claim_name: str = Field(min_length=1)
     """Name of the PersistentVolumeClaim."""
-    path: str | None = Field(default=None, min_length=1, pattern=r"^[^/].*$")
-    """File path inside the volume, relative (default: the backup's name)."""
+    path: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=1024,
+        pattern=r"^[^/].*$",
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!self.matches('(^|/)[.][.](/|$)')",
+                    "message": "path may not contain a '..' segment (it stays inside the volume)",
+                }
+            ]
+        },
+    )
+    """File path inside the volume, relative, without ``..`` segments (default: the backup's name)."""
+
+    @field_validator("path")
+    @classmethod
+    def _inside_the_volume(cls, path: str | None) -> str | None:  # the CEL rule, for model_validate
+        if path is not None and ".." in path.split("/"):
+            raise ValueError("path may not contain a '..' segment (it stays inside the volume)")
+        return path
 
 
 class S3Destination(KubeModel):

@@ -24,10 +24,11 @@ from __future__ import annotations
 import enum
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import ConfigDict, Field, JsonValue
+from pydantic import ConfigDict, Field, JsonValue, model_validator
 
 from examples.rediscluster.api.backup import BackupSchedule, RestoreSource
 from examples.rediscluster.api.scheduling import Affinity, Toleration, TopologySpreadConstraint
+from examples.rediscluster.shared.security import redisconf
 from pyctrl.client.gvk import GroupVersionKind
 from pyctrl.client.objects.meta import Condition, KubeModel, KubeObject
 from pyctrl.conversion import Hub
@@ -101,13 +102,40 @@ class SecretKeySelector(KubeModel):
     """Key in the Secret whose value is the password."""
 
 
+#: at most this many ``spec.users`` (bounded ACL file, one Secret read per user per reconcile)
+MAX_USERS = 64
+#: the CEL rules of ``spec.redisConfig`` (one source: ``redisconf.ALLOWED`` and its patterns)
+_REDIS_CONFIG_RULES: list[JsonValue] = [dict(rule) for rule in redisconf.cel_validations()]
+
+
 class RedisAuth(KubeModel):
-    """Authentication of clients and replicas (``requirepass`` and ``masterauth``)."""
+    """Authentication of clients and replicas (``requirepass`` and ``masterauth``). Without
+    ``passwordSecret`` (``auth: {}``) the operator generates a random password in the Secret
+    ``<name>-auth`` (key ``password``), which it owns."""
 
-    model_config = _SPEC_CONFIG
+    model_config = ConfigDict(
+        **_SPEC_CONFIG,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.passwordSecret) || self.enabled",
+                    "message": "auth.passwordSecret needs auth.enabled (a disabled cluster has no password)",
+                }
+            ]
+        },
+    )
 
-    password_secret: SecretKeySelector
-    """The Secret key holding the Redis password."""
+    enabled: bool = True
+    """false: no password at all. Anyone who can reach the pods' port (every pod of the cluster's
+    network unless a NetworkPolicy says otherwise) may read, write, FLUSHALL or REPLICAOF the data."""
+    password_secret: SecretKeySelector | None = None
+    """The Secret key holding the Redis password; the operator generates ``<name>-auth`` when omitted."""
+
+    @model_validator(mode="after")
+    def _password_needs_enabled(self) -> RedisAuth:  # the CEL rule above, for model_validate
+        if self.password_secret is not None and not self.enabled:
+            raise ValueError("auth.passwordSecret needs auth.enabled (a disabled cluster has no password)")
+        return self
 
 
 class TlsConfig(KubeModel):
@@ -242,9 +270,11 @@ class RedisClusterSpec(KubeModel):
     )
     """StorageClass of the volumes (the cluster's default class when omitted); immutable."""
     auth: RedisAuth | None = None
-    """Password authentication; none when omitted."""
+    """Password authentication; none when omitted (every client that reaches the pods may use
+    them). ``{}``: a generated password in the Secret ``<name>-auth``; ``{enabled: false}``: open."""
     users: list[RedisUser] | None = Field(
         default=None,
+        max_length=MAX_USERS,
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
     """ACL users, set on every pod without a restart; [] enables the ACL file with no user yet."""
@@ -253,8 +283,15 @@ class RedisClusterSpec(KubeModel):
     tls: TlsConfig | None = None
     """TLS only (no plaintext port), replication (and in cluster mode the cluster bus and slot
     migration) over TLS too; cannot be added or removed later."""
-    redis_config: dict[str, str] = Field(default_factory=dict)
-    """Extra redis.conf settings (directive -> value)."""
+    redis_config: dict[str, Annotated[str, Field(max_length=redisconf.MAX_VALUE_LENGTH)]] = Field(
+        default_factory=dict,
+        max_length=redisconf.MAX_ENTRIES,
+        json_schema_extra={"x-kubernetes-validations": _REDIS_CONFIG_RULES},
+    )
+    """Extra redis.conf settings (directive -> value): lower-case tenant-safe Redis directives
+    only (memory, eviction, timeouts, encodings, slowlog...); operator-managed (port, dir, save,
+    replicaof, requirepass...) and dangerous ones (include, loadmodule, rename-command,
+    enable-debug-command...) are refused; values are printable ASCII without backslashes."""
     resources: ResourceRequirements | None = None
     """Compute resources of the Redis container."""
     affinity: Affinity | None = None
@@ -329,6 +366,9 @@ class RedisClusterStatus(KubeModel):
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
     """Standard conditions (metav1.Condition), one per type."""
+    auth_secret: str | None = None
+    """The Secret (name only) holding the password clients use: ``<name>-auth`` when generated, the
+    spec's ``auth.passwordSecret`` otherwise; unset when ``auth.enabled`` is false."""
     selector: str | None = None
     """Label selector of the pods, serialised (scale subresource, HPA)."""
     shards: list[ShardStatus] | None = None

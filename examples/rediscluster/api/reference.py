@@ -178,8 +178,8 @@ def _bounds(info: FieldInfo) -> str:
             words.append(f"matches `{pattern}`")
     extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
     for rule in typing.cast("list[dict[str, str]]", extra.get("x-kubernetes-validations", [])):
-        words.append(rule["message"])
-    return "; ".join(words)
+        words.append(rule.get("message") or "CEL-checked (the refusal names the offending entry)")
+    return "; ".join(dict.fromkeys(words))
 
 
 def fields(model: type[BaseModel], prefix: str = "spec") -> Iterator[Field]:

@@ -45,6 +45,7 @@ from examples.rediscluster.shared import redis_admin
 from examples.rediscluster.shared.facts import Role
 from examples.rediscluster.shared.resources import REDIS_PORT, ROLE_LABEL, selector_labels
 from examples.rediscluster.shared.security import tls, users
+from examples.rediscluster.shared.security.auth import password_ref
 from pyctrl import Request, Result
 from pyctrl.client import Client, Job, PersistentVolumeClaim, Pod, Reader, Secret
 from pyctrl.client.errors import Forbidden, NotFound
@@ -64,6 +65,14 @@ log = get_logger("redisbackup")
 
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def owned_by(job: Job, pods: list[Pod]) -> list[Pod]:
+    """The pods ``job`` controls (controller reference with its uid): a result is read only from
+    them, never from another pod that merely carries the Job's name label (anyone who may create
+    pods in the namespace could forge one)."""
+    uid = job.metadata.uid
+    return [p for p in pods if any(r.controller and r.uid == uid for r in p.metadata.owner_references or [])]
 
 
 class BadInput(Exception):
@@ -129,8 +138,7 @@ class RedisBackupReconciler:
         shards: list[ShardBackup] | None = None
         try:
             cluster = await self._check_inputs(backup)
-            auth = cluster.spec.auth
-            password = None if auth is None else (auth.password_secret.name, auth.password_secret.key)
+            password = password_ref(cluster)
             tls_secret = cluster.spec.tls.secret_name if cluster.spec.tls is not None else None
             user = None
             if cluster.spec.users is not None:  # the ACL file's replication user may SYNC, nothing else
@@ -301,15 +309,14 @@ class RedisBackupReconciler:
         return out
 
     async def _password(self, cluster: RedisCluster) -> str | None:
-        auth = cluster.spec.auth
-        if auth is None:
+        ref = password_ref(cluster)
+        if ref is None:
             return None
-
         try:
-            secret = await self.api_reader.get(Secret, auth.password_secret.name, namespace=cluster.namespace)
+            secret = await self.api_reader.get(Secret, ref[0], namespace=cluster.namespace)
         except NotFound:
             return None
-        value = (secret.data or {}).get(auth.password_secret.key)
+        value = (secret.data or {}).get(ref[1])
         return None if value is None else base64.b64decode(value).decode()
 
     # -- following -----------------------------------------------------------------------------
@@ -323,7 +330,7 @@ class RedisBackupReconciler:
             listed = await self.client.list(
                 Pod, namespace=backup.namespace, labels={"batch.kubernetes.io/job-name": job.name}
             )
-            pods = listed.items
+            pods = owned_by(job, listed.items)
         shards: dict[str, Any] = {}
         if recorded is not None:
             shards["shards"] = with_results(recorded, shard_results(pods))
@@ -366,7 +373,7 @@ class RedisBackupReconciler:
         live = await self.api_reader.list(
             Pod, namespace=backup.namespace, labels={"batch.kubernetes.io/job-name": job.name}
         )
-        if live:
+        if owned_by(job, live.items):
             return Result(requeue_after=WAIT_REQUEUE)
         why = (
             f"Job {job.name} completed but its pods are gone, and with them its result (location, "

@@ -27,10 +27,11 @@ handling, persistence, resources and PodDisruptionBudget) with these differences
   yes``, the Secret mounted) plus ``tls-cluster yes``: the bus on 16379 and the nodes' MIGRATE
   connections run over TLS; the probes and preStop use ``redis-cli --tls --cacert``;
 - ACL users (``spec.users``): replication mode's ACL file (``aclfile``, ``masteruser
-  pyctrl-replication``; ``masterauth`` from the ``<name>-acl`` Secret through stdin, never argv),
+  pyctrl-replication``; ``masterauth`` from the ``<name>-acl`` Secret through stdin as escaped
+  bytes, never argv),
   whose operator user holds the cluster commands too (``users.CLUSTER_OPERATOR_RULES``);
-- ``redisConfig`` may not set the ``cluster-*`` directives the operator manages
-  (:data:`CLUSTER_MANAGED_KEYS`): ``InvalidSpec`` naming the field.
+- ``redisConfig``: the same allowlist as replication mode (``redisconf``), which refuses every
+  ``cluster-*`` directive: ``InvalidSpec`` naming the key (and the CRD's CEL rule before it).
 """
 
 from __future__ import annotations
@@ -42,42 +43,20 @@ from examples.rediscluster.api import RedisCluster, RedisClusterSpec
 from examples.rediscluster.cluster.slots import pods_for
 from examples.rediscluster.shared.resources import (
     REDIS_PORT,
-    InvalidSpec,
+    auth_start,
     desired_children,
     headless_service_name,
     redis_conf,
 )
 from examples.rediscluster.shared.security import tls
 
-__all__ = ["BUS_PORT", "CLUSTER_MANAGED_KEYS", "cluster_children", "cluster_redis_conf"]
+__all__ = ["BUS_PORT", "cluster_children", "cluster_redis_conf"]
 
 BUS_PORT = REDIS_PORT + 10000
-CLUSTER_MANAGED_KEYS = frozenset(
-    {
-        "cluster-enabled",
-        "cluster-config-file",
-        "cluster-node-timeout",
-        "cluster-port",
-        "cluster-announce-ip",
-        "cluster-announce-port",
-        "cluster-announce-bus-port",
-        "cluster-announce-tls-port",
-        "cluster-require-full-coverage",
-        "cluster-allow-replica-migration",
-        "cluster-migration-barrier",
-        "cluster-replica-no-failover",
-        "cluster-slave-no-failover",
-    }
-)
 
 
 def cluster_redis_conf(spec: RedisClusterSpec) -> str:
     """redis.conf for every pod of a cluster-mode RedisCluster."""
-    bad = sorted(k for k in spec.redis_config if k.lower() in CLUSTER_MANAGED_KEYS)
-    if bad:
-        raise InvalidSpec(
-            f"spec.redisConfig may not set {', '.join(bad)} (managed by the operator in cluster mode)"
-        )
     base = [line for line in redis_conf(spec).splitlines() if not line.startswith("replicaof ")]
     return (
         "\n".join(
@@ -118,11 +97,7 @@ def _start_script(spec: RedisClusterSpec) -> str:
     )
     if not spec.enable_persistence:
         start = f"{_FENCE}\n{start}"
-    if spec.users is not None:  # the ACL file holds every user; replicas log in as the replication user
-        return f'{start} - <<EOF\nmasterauth "$REPLICATION_PASSWORD"\nEOF\n'
-    if spec.auth is None:
-        return start
-    return f'{start} - <<EOF\nrequirepass "$REDIS_PASSWORD"\nmasterauth "$REDIS_PASSWORD"\nEOF\n'
+    return auth_start(spec, start)  # passwords as data on stdin (resources.password_lines)
 
 
 def cluster_children(cluster: RedisCluster, replicas: int | None = None) -> list[dict[str, Any]]:

@@ -1,9 +1,10 @@
 """Live configuration: the ``redisConfig`` settings Redis changes at run time, set with ``CONFIG SET``.
 
 No upstream counterpart in controller-runtime (it is the Redis side of a ConfigMap reload). The
-directives are the explicit list ``resources.LIVE_KEYS``; the pod template's config hash leaves
-them out, so changing only them restarts no pod, while redis.conf (the ConfigMap) keeps them for
-the next start.
+directives are the explicit list ``resources.LIVE_KEYS`` (all in ``redisconf.ALLOWED``), each sent
+as the canonical name and the arguments ``redisconf.check`` parsed, as one ``CONFIG SET`` value;
+the pod template's config hash leaves them out, so changing only them restarts no pod, while
+redis.conf (the ConfigMap) keeps them for the next start.
 
 Guarantees of :meth:`LiveConfig.apply`:
 
@@ -64,8 +65,12 @@ class LiveConfig:
             if self._applied.get(key) == (n.redis.run_id, digest):
                 continue
             try:
-                for directive, value in settings.items():
-                    await observed.connection(n.pod).configure({directive: value})
+                for directive, args in settings.items():
+                    # one CONFIG SET value: the arguments redisconf parsed, never the raw text; a
+                    # value that tokenizes to several words stays ONE value (Redis splits it
+                    # itself for multi-argument directives), so it can never name a second
+                    # directive the way "CONFIG SET a 1 dir /x" would
+                    await observed.connection(n.pod).configure({directive: " ".join(args)})
             except RedisCommandError as exc:
                 message = f"spec.redisConfig[{directive}] was refused by Redis on {n.pod}: {exc}"
                 self._refused[(cluster.namespace, cluster.name)] = (digest, message)

@@ -9,7 +9,11 @@ write requests, and a child edited by hand is put back on the next reconcile.
 :func:`apply_children` is step 5 of a reconcile, in both modes: the mode's desired children, each
 with a controller ownerReference to the RedisCluster. A spec that cannot be run (``InvalidSpec``)
 applies no child at all — the running pods keep their configuration and failover keeps protecting
-them, while the Event ``InvalidSpec`` and the Ready condition say what to fix; with
+them, while the Event ``InvalidSpec`` and the Ready condition say what to fix. Never adopt: when
+the name of a child is taken by an object this cluster does not control (no controller
+reference with its uid), nothing at all is written — an Event ``Conflict`` and the Ready and
+Degraded conditions (reason ``Conflict``) name the object, which is neither changed nor, since
+it gets no owner reference, deleted with the cluster; with
 ``spec.restoreFrom`` no child is applied until a backup can seed the pods (``backup.restore``:
 condition ``Restored``), then the StatefulSet gets the restore init container.
 """
@@ -28,9 +32,12 @@ from pyctrl.client.scheme import to_dict
 from pyctrl.controllerutil import set_controller_reference
 from pyctrl.recorder import EventRecorder
 
-__all__ = ["FIELD_MANAGER", "apply_children", "ensure", "is_subset"]
+__all__ = ["CONFLICT_PREFIX", "FIELD_MANAGER", "apply_children", "conflict", "ensure", "is_subset"]
 
 FIELD_MANAGER = "rediscluster-operator"
+#: how :func:`apply_children` marks a refusal for a child name taken by a foreign object (the
+#: status then gives reason ``Conflict`` instead of ``InvalidSpec``)
+CONFLICT_PREFIX = "Conflict: "
 
 _TYPED: dict[str, type[KubeObject]] = {
     "ConfigMap": ConfigMap,
@@ -88,6 +95,18 @@ class Seeding(Protocol):
         ...
 
 
+def conflict(cluster: RedisCluster, kind: str, live: Any) -> str | None:
+    """Why ``live`` (a child's name taken by an object this cluster does not control) may not be
+    written, or None when the cluster controls it."""
+    refs = getattr(live.metadata, "owner_references", None) or []
+    if any(ref.controller and ref.uid == cluster.metadata.uid for ref in refs):
+        return None
+    return (
+        f"{CONFLICT_PREFIX}{kind} {live.metadata.name} exists and is not controlled by this "
+        "RedisCluster: it is not adopted, changed or deleted (rename or delete it)"
+    )
+
+
 async def apply_children(
     client: Client,
     recorder: EventRecorder,
@@ -106,6 +125,15 @@ async def apply_children(
     if restore.blocked is not None:
         return None  # no pod may start before there is a backup to seed it (condition Restored)
     restore.apply(children)
+    for child in children:  # never adopt: every name checked before anything is written
+        meta = child["metadata"]
+        try:
+            live = await client.get(_TYPED[child["kind"]], meta["name"], namespace=meta["namespace"])
+        except NotFound:
+            continue
+        if (why := conflict(cluster, child["kind"], live)) is not None:
+            recorder.event(cluster, "Warning", "Conflict", why.removeprefix(CONFLICT_PREFIX))
+            return why
     for child in children:
         set_controller_reference(cluster, child)
         await ensure(client, child)

@@ -37,6 +37,7 @@ from typing import Any, Final
 from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.shared.resources import REDIS_PORT, headless_service_name
 from examples.rediscluster.shared.security import tls, users
+from examples.rediscluster.shared.security.auth import password_ref
 
 __all__ = [
     "CONTAINER_NAME",
@@ -82,9 +83,8 @@ def exporter_env(cluster: RedisCluster) -> list[dict[str, Any]]:
         env.append({"name": "REDIS_USER", "value": EXPORTER_USER})
         ref = {"name": users.acl_secret_name(cluster), "key": PASSWORD_KEY}
         env.append({"name": "REDIS_PASSWORD", "valueFrom": {"secretKeyRef": ref}})
-    elif cluster.spec.auth is not None:
-        selector = cluster.spec.auth.password_secret
-        ref = {"name": selector.name, "key": selector.key}
+    elif (selector := password_ref(cluster)) is not None:
+        ref = {"name": selector[0], "key": selector[1]}
         env.append({"name": "REDIS_PASSWORD", "valueFrom": {"secretKeyRef": ref}})
     return env
 

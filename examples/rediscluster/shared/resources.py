@@ -3,9 +3,10 @@
 Children (each carries a controller ownerReference to the RedisCluster, set by the reconciler):
 
 - ConfigMap ``<name>-config``: ``redis.conf`` built from the spec (``maxmemory`` from
-  ``memoryLimit``, persistence, ``redisConfig``); never the password. The pod template's
-  ``redis.pyctrl.dev/config-hash`` covers all of it but the :data:`LIVE_KEYS` settings, which the
-  operator applies with ``CONFIG SET`` instead of a restart;
+  ``memoryLimit``, persistence, ``redisConfig`` through ``redisconf.render``: allowlisted
+  directives only, each one line whose arguments Redis reads back unchanged); never the
+  password. The pod template's ``redis.pyctrl.dev/config-hash`` covers all of it but the
+  :data:`LIVE_KEYS` settings, which the operator applies with ``CONFIG SET`` instead of a restart;
 - Service ``<name>-headless`` (stable pod DNS, not-ready addresses published), ``<name>-master``
   (selects the pod labelled ``redis.pyctrl.dev/role=master``) and ``<name>-replicas``;
 - StatefulSet ``<name>`` (with ``spec.monitoring.exporter``, the ``redis_exporter`` sidecar of
@@ -27,8 +28,10 @@ Boot fencing (REFERENCE "A pod that is not the recorded master must never boot a
 pod boots as a replica of an address where nothing listens (``replicaof 127.255.255.254 1``), so
 it serves no writes and — being a replica with its master link down — refuses to be a sync source
 (``-NOMASTERLINK``). Only the operator, after recording its decision in status, makes a pod master.
-The password reaches Redis from the Secret through an environment reference and a here-document
-on stdin: it is in no argv, ConfigMap, log or status.
+The password reaches Redis from the Secret through an environment reference, then on stdin as a
+redis.conf argument in which every byte is a ``\\xhh`` escape (:func:`password_lines`): it is in no
+argv, ConfigMap, log or status, and never shell or redis.conf text (a ``"``, ``\\``, newline or
+directive in it is part of the password).
 """
 
 from __future__ import annotations
@@ -38,18 +41,19 @@ from typing import Any
 
 from examples.rediscluster.api import RedisCluster, RedisClusterSpec
 from examples.rediscluster.api.scheduling import pod_scheduling
-from examples.rediscluster.shared.security import tls, users
+from examples.rediscluster.shared.security import auth, redisconf, tls, users
 
 __all__ = [
     "FENCE_HOST",
     "FENCE_PORT",
     "LIVE_KEYS",
-    "MANAGED_KEYS",
     "PRESTOP_WAIT_SECONDS",
+    "QUOTE_FUNCTION",
     "REDIS_CONTAINER",
     "REDIS_PORT",
     "ROLE_LABEL",
     "InvalidSpec",
+    "auth_start",
     "config_map",
     "desired_children",
     "headless_service_name",
@@ -57,11 +61,13 @@ __all__ = [
     "live_settings",
     "master_service",
     "parse_quantity",
+    "password_lines",
     "pod_disruption_budget",
     "redis_conf",
     "selector",
     "selector_labels",
     "statefulset",
+    "tenant_lines",
 ]
 
 REDIS_PORT = 6379
@@ -73,34 +79,6 @@ PRESTOP_WAIT_SECONDS = 20
 #: how long a handed-over master stays on as the new master's replica before it stops
 PRESTOP_LINGER_SECONDS = 2
 TERMINATION_GRACE_SECONDS = 30
-#: redis.conf directives the operator owns; ``redisConfig`` may not set them.
-MANAGED_KEYS = frozenset(
-    {
-        "port",
-        "bind",
-        "dir",
-        "replicaof",
-        "slaveof",
-        "requirepass",
-        "masterauth",
-        "replica-announce-ip",
-        "replica-announce-port",
-        "protected-mode",
-        "daemonize",
-        "include",
-        "appendonly",
-        "tls-port",
-        "tls-cert-file",
-        "tls-key-file",
-        "tls-ca-cert-file",
-        "tls-auth-clients",
-        "tls-replication",
-        "tls-cluster",
-        "aclfile",
-        "masteruser",
-        "user",
-    }
-)
 #: ``redisConfig`` directives Redis changes at run time (``CONFIG SET``): a change of only these
 #: restarts no pod — the operator sets them on every pod (``live_config``) and keeps them in
 #: redis.conf for the next start; any other change is a new pod template, rolled pod by pod.
@@ -117,7 +95,9 @@ LIVE_KEYS = frozenset({
     "stream-node-max-bytes", "stream-node-max-entries", "min-replicas-to-write", "min-replicas-max-lag",
     "repl-backlog-size", "repl-backlog-ttl", "repl-timeout", "client-output-buffer-limit",
     "proto-max-bulk-len", "busy-reply-threshold", "lua-time-limit",
-})  # fmt: skip
+}) & redisconf.ALLOWED  # fmt: skip
+# Only directives a tenant may set at all are live ones: maxclients, min-replicas-*,
+# proto-max-bulk-len (refused by redisconf), loglevel and repl-timeout (not allowlisted) drop out.
 _SUFFIXES = {
     "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
     "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18, "m": 10**-3,
@@ -168,15 +148,12 @@ def headless_service_name(cluster: RedisCluster) -> str:
 
 def redis_conf(spec: RedisClusterSpec) -> str:
     """redis.conf for every pod of the cluster (fenced: see the module docstring)."""
-    bad = sorted(k for k in spec.redis_config if k.lower() in MANAGED_KEYS)
-    if bad:
-        raise InvalidSpec(f"spec.redisConfig may not set {', '.join(bad)} (managed by the operator)")
-    for key, value in spec.redis_config.items():
-        if not key or any(c.isspace() for c in key) or "\n" in value or "\r" in value:
-            raise InvalidSpec(f"spec.redisConfig[{key!r}]: keys must be single words and values one line")
+    tenant = tenant_lines(spec)
     lines = [
         "# generated by the pyctrl RedisCluster operator; edits are overwritten",
         *(tls.conf_lines() if spec.tls is not None else [f"port {REDIS_PORT}"]),
+        # clients come from other pods: the password (on unless spec.auth.enabled is false)
+        # protects the server, not protected-mode
         "protected-mode no",
         "dir /data",
         f"replicaof {FENCE_HOST} {FENCE_PORT}",
@@ -204,8 +181,20 @@ def redis_conf(spec: RedisClusterSpec) -> str:
     if spec.memory_limit is not None:
         # Leave 10 % of the container limit to Redis' own overhead and replication buffers.
         lines.append(f"maxmemory {int(parse_quantity(spec.memory_limit) * 0.9)}")
-    lines += [f"{k} {v}" for k, v in sorted(spec.redis_config.items())]
+    lines += tenant
     return "\n".join(lines) + "\n"
+
+
+def tenant_lines(spec: RedisClusterSpec) -> list[str]:
+    """The redis.conf lines of ``spec.redisConfig``, each checked and quoted by
+    :mod:`~examples.rediscluster.shared.security.redisconf` (allowlisted directive, one line, the
+    arguments Redis reads back unchanged); ``InvalidSpec`` naming the first refused key."""
+    try:
+        return redisconf.render(spec.redis_config)
+    except ValueError as exc:  # RedisConfigError (names the key) or too many entries
+        raise InvalidSpec(
+            f"spec.{exc}" if isinstance(exc, redisconf.RedisConfigError) else str(exc)
+        ) from None
 
 
 def config_map(cluster: RedisCluster) -> dict[str, Any]:
@@ -238,34 +227,81 @@ def master_service(cluster: RedisCluster) -> dict[str, Any]:
     return _service(cluster, f"{cluster.name}-master", {ROLE_LABEL: "master"})
 
 
-def live_settings(spec: RedisClusterSpec) -> dict[str, str]:
-    """The ``redisConfig`` settings applied at run time (:data:`LIVE_KEYS`), keys lower-cased."""
-    return {k.lower(): v for k, v in sorted(spec.redis_config.items()) if k.lower() in LIVE_KEYS}
+def live_settings(spec: RedisClusterSpec) -> dict[str, tuple[str, ...]]:
+    """The ``redisConfig`` settings applied at run time (:data:`LIVE_KEYS`): canonical directive
+    -> its arguments as Redis reads them (``redisconf.check``; never the raw text). Entries
+    ``check`` refuses are left out (``redis_conf`` refuses the whole spec for them)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for key, value in sorted(spec.redis_config.items()):
+        try:
+            directive = redisconf.check(key, value)
+        except redisconf.RedisConfigError:
+            continue
+        if directive.name in LIVE_KEYS:
+            out[directive.name] = directive.args
+    return out
+
+
+def _is_live(key: str) -> bool:
+    try:
+        return redisconf.canonical_key(key) in LIVE_KEYS
+    except ValueError:
+        return False
 
 
 def _restart_only(spec: RedisClusterSpec) -> RedisClusterSpec:
     """``spec`` without its live settings: what the pod template's config hash covers."""
-    kept = {k: v for k, v in spec.redis_config.items() if k.lower() not in LIVE_KEYS}
+    kept = {k: v for k, v in spec.redis_config.items() if not _is_live(k)}
     return spec.model_copy(update={"redis_config": kept})
+
+
+#: A shell function printing its argument as ONE double-quoted redis.conf argument in which every
+#: byte is a ``\\xhh`` escape (Redis's tokenizer reads the bytes back unchanged): the password is
+#: only ever data (``printf %s`` to ``od``), never shell or redis.conf text, so no ``"``, ``\\``,
+#: newline, ``$`` or directive in it can change the configuration. Its output holds only ``"``,
+#: ``\\``, ``x`` and hex digits, so the here-document that carries it cannot be broken either.
+QUOTE_FUNCTION = (
+    "redis_quoted() { printf '\"%s\"' "
+    "\"$(printf %s \"$1\" | od -An -v -tx1 | tr -d ' \\n' | sed 's/../\\\\x&/g')\"; }\n"
+)
+
+
+def password_lines(*settings: tuple[str, str]) -> tuple[str, str]:
+    """(prelude, stdin) of the start script giving Redis its passwords on stdin (``-``): each
+    ``(directive, environment variable)`` becomes ``directive "\\xhh..."`` built by
+    :data:`QUOTE_FUNCTION` from the variable's bytes (an empty password is refused: Redis would
+    read ``requirepass ""`` as "no password"). Nothing of the value reaches argv."""
+    checks = "".join(
+        f'[ -n "${var}" ] || {{ echo "{var} is empty: refusing to start without a password" >&2; exit 1; }}\n'
+        for var in dict.fromkeys(var for _, var in settings)
+    )
+    body = "".join(f'{directive} $(redis_quoted "${var}")\n' for directive, var in settings)
+    return f"{QUOTE_FUNCTION}{checks}", f" - <<EOF\n{body}EOF\n"
+
+
+def auth_start(spec: RedisClusterSpec, start: str) -> str:
+    """``start`` (an ``exec redis-server ...`` line) with the passwords of ``spec`` on stdin."""
+    if spec.users is not None:  # the ACL file holds every user; replicas log in as the replication user
+        prelude, stdin = password_lines(("masterauth", "REPLICATION_PASSWORD"))
+    elif auth.auth_enabled(spec):
+        prelude, stdin = password_lines(("requirepass", "REDIS_PASSWORD"), ("masterauth", "REDIS_PASSWORD"))
+    else:
+        return start
+    return f"{prelude}{start}{stdin}"
 
 
 def _start_script(spec: RedisClusterSpec) -> str:
     start = 'exec redis-server /etc/redis/redis.conf --bind "$POD_IP" --replica-announce-ip "$POD_IP"'
-    # Passwords go through stdin ("-"), never argv; the here-document is built by the shell.
-    if spec.users is not None:  # the ACL file holds every user; replicas log in as the replication user
-        return f'{start} - <<EOF\nmasterauth "$REPLICATION_PASSWORD"\nEOF\n'
-    if spec.auth is None:
-        return start
-    return f'{start} - <<EOF\nrequirepass "$REDIS_PASSWORD"\nmasterauth "$REDIS_PASSWORD"\nEOF\n'
+    return auth_start(spec, start)
 
 
 def _redis_cli(spec: RedisClusterSpec) -> str:
-    auth = 'REDISCLI_AUTH="$REDIS_PASSWORD" ' if spec.auth is not None else ""
+    login = 'REDISCLI_AUTH="$REDIS_PASSWORD" ' if auth.auth_enabled(spec) else ""
     if spec.users is not None:  # probes and preStop run as the operator's user (ping, info)
-        auth = 'REDISCLI_AUTH="$OPERATOR_PASSWORD" '
+        login = 'REDISCLI_AUTH="$OPERATOR_PASSWORD" '
     user = f" --user {users.OPERATOR_USER}" if spec.users is not None else ""
     secure = f" --tls --cacert {tls.CA_FILE}" if spec.tls is not None else ""
-    return f'{auth}redis-cli{user}{secure} -h "$POD_IP" -p {REDIS_PORT}'
+    return f'{login}redis-cli{user}{secure} -h "$POD_IP" -p {REDIS_PORT}'
 
 
 def _probe_script(spec: RedisClusterSpec) -> str:
@@ -304,11 +340,8 @@ def _resources(spec: RedisClusterSpec) -> dict[str, Any] | None:
 def statefulset(cluster: RedisCluster, replicas: int) -> dict[str, Any]:
     spec = cluster.spec
     env: list[dict[str, Any]] = [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
-    if spec.auth is not None:
-        ref = spec.auth.password_secret
-        env.append(
-            {"name": "REDIS_PASSWORD", "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
-        )
+    if (ref := auth.password_ref(cluster)) is not None:
+        env.append({"name": "REDIS_PASSWORD", "valueFrom": {"secretKeyRef": {"name": ref[0], "key": ref[1]}}})
     if spec.users is not None:
         acl_secret = users.acl_secret_name(cluster)
         for var, key in (

@@ -15,7 +15,9 @@ import datetime
 from collections.abc import Sequence
 
 from examples.rediscluster.api import RedisCluster, RedisClusterPhase, RedisClusterStatus
+from examples.rediscluster.shared.children import CONFLICT_PREFIX
 from examples.rediscluster.shared.resources import selector
+from examples.rediscluster.shared.security.auth import password_ref
 from pyctrl.client import Client
 from pyctrl.client.objects import Condition
 from pyctrl.client.patch import MergeFrom
@@ -73,7 +75,9 @@ def reported(
     degraded_reason = reasons[1] if degraded else "AsExpected"
     if invalid_spec is not None:
         message = f"{invalid_spec}; nothing of the spec was applied ({invalid_detail})"
-        ready_reason = degraded_reason = "InvalidSpec"
+        ready_reason = degraded_reason = (
+            "Conflict" if invalid_spec.startswith(CONFLICT_PREFIX) else "InvalidSpec"
+        )
     health = [
         condition(old, "Ready", running, ready_reason, message, now=now),
         condition(old, "Degraded", degraded, degraded_reason, message, now=now),
@@ -84,5 +88,7 @@ def reported(
         "observed_generation": cluster.metadata.generation,
         "conditions": [*health, *conditions],
         "selector": selector(cluster),
+        # the name only, never the value
+        "auth_secret": None if (ref := password_ref(cluster)) is None else ref[0],
     }
     return old.model_copy(update=update | more)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.shared.redis_admin import RedisAccess, RedisAdminError, RedisConnection
 from examples.rediscluster.shared.security import tls, users
-from examples.rediscluster.shared.security.auth import read_password
+from examples.rediscluster.shared.security.auth import ensure_generated, password_ref, read_password
 from pyctrl import Request
 from pyctrl.client import Client, Reader, Secret
 from pyctrl.client.errors import NotFound
@@ -111,6 +111,7 @@ class Security:
     the Secrets its spec names."""
 
     def __init__(self, client: Client, api_reader: Reader, recorder: EventRecorder) -> None:
+        self.client = client
         self.api_reader = api_reader
         self.recorder = recorder
         self.users = users.UserSync(client, api_reader)
@@ -122,6 +123,7 @@ class Security:
     async def read(self, cluster: RedisCluster) -> Material | None:
         """This reconcile's material; None while ``spec.tls`` has no CA to verify the pods with."""
         self._secrets[(cluster.namespace, cluster.name)] = _secret_names(cluster)
+        await ensure_generated(self.client, self.api_reader, self.recorder, cluster)
         password = await read_password(self.api_reader, self.recorder, cluster)
         material, tls_invalid, ca = await self._read_tls(cluster)
         if cluster.spec.tls is not None and ca is None:
@@ -178,7 +180,7 @@ def _secret_names(cluster: RedisCluster) -> frozenset[str]:
     """The Secrets ``cluster``'s spec names (TLS, password, users' passwords)."""
     spec = cluster.spec
     names = {spec.tls.secret_name} if spec.tls is not None else set()
-    if spec.auth is not None:
-        names.add(spec.auth.password_secret.name)
+    if (ref := password_ref(cluster)) is not None:
+        names.add(ref[0])
     names.update(user.password_secret.name for user in spec.users or [])
     return frozenset(names)

@@ -44,6 +44,7 @@ from examples.rediscluster.replication.decision import (
     policy,
     recorded,
     requeue_after,
+    requeue_priority,
     unhealthy_for,
 )
 from examples.rediscluster.replication.execute import PhaseTimer, PlanExecutor
@@ -141,6 +142,8 @@ class ReplicationModeReconciler:
         metrics.observe_status(cluster.namespace, cluster.name, cluster.spec.replicas, new)
         metrics.observe_nodes(cluster.namespace, cluster.name, observed.nodes)
         await write_status(self.client, cluster, new)
+        running = new.phase is RedisClusterPhase.RUNNING
         return Result(
-            requeue_after=requeue_after(look, plan, done, running=new.phase is RedisClusterPhase.RUNNING)
+            requeue_after=requeue_after(look, plan, done, running=running),
+            priority=requeue_priority(look, plan, done, running=running),
         )

@@ -13,7 +13,11 @@ A handler receives an event and a ``RequestQueue`` (the controller's workqueue, 
 
 Priorities (controller-runtime priority queue): objects from an informer's initial list and
 resync updates (resourceVersion unchanged) are enqueued at ``LOW_PRIORITY`` so live changes go
-first; everything else at priority 0.
+first; everything else at priority 0. ``with_priority(handler, priority)`` enqueues every request
+of ``handler`` at a fixed priority instead: e.g. a health prober's ``Channel`` at a high priority,
+so the work it signals is handed out before routine requests already queued (what
+controller-runtime does with a handler calling ``AddWithOpts(priorityqueue.AddOpts{Priority: &p},
+req)``; its ``WithLowPriorityWhenUnchanged`` is this module's default behaviour).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ __all__ = [
     "enqueue_request_for_object",
     "enqueue_request_for_owner",
     "enqueue_requests_from_map_func",
+    "with_priority",
 ]
 
 
@@ -193,3 +198,47 @@ def enqueue_request_for_owner(
 def enqueue_requests_from_map_func(fn: MapFunc) -> EventHandler:
     """Enqueue whatever ``fn(obj)`` returns for each object of an event."""
     return _MapHandler(fn)
+
+
+@dataclass(frozen=True)
+class _FixedPriorityQueue:
+    """The queue a ``with_priority`` handler hands to the handler it wraps."""
+
+    queue: RequestQueue
+    priority: int
+
+    def add(self, item: Request, *, priority: int = 0) -> None:
+        self.queue.add(item, priority=self.priority)
+
+
+@dataclass(frozen=True)
+class _WithPriority:
+    handler: EventHandler
+    priority: int
+
+    def create(self, event: CreateEvent, queue: RequestQueue) -> None:
+        self.handler.create(event, _FixedPriorityQueue(queue, self.priority))
+
+    def update(self, event: UpdateEvent, queue: RequestQueue) -> None:
+        self.handler.update(event, _FixedPriorityQueue(queue, self.priority))
+
+    def delete(self, event: DeleteEvent, queue: RequestQueue) -> None:
+        self.handler.delete(event, _FixedPriorityQueue(queue, self.priority))
+
+    def generic(self, event: GenericEvent, queue: RequestQueue) -> None:
+        self.handler.generic(event, _FixedPriorityQueue(queue, self.priority))
+
+
+def with_priority(handler: EventHandler, priority: int) -> EventHandler:
+    """``handler``, but every request it enqueues is added at ``priority`` (higher is handed out
+    first; the queue keeps the highest priority given to a request that is already waiting).
+
+    Meant for events that signal urgent work, e.g. a health prober's ``Channel``: such a request
+    goes ahead of every routine one (priority 0, or ``LOW_PRIORITY`` for resyncs and periodic
+    requeues) already queued, and a request already waiting is raised to ``priority`` in place.
+    """
+    if not isinstance(handler, EventHandler):
+        raise TypeError(f"with_priority: not an event handler: {handler!r}")
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise TypeError(f"with_priority: priority must be an int, got {priority!r}")
+    return _WithPriority(handler, priority)

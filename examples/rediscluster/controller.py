@@ -47,6 +47,7 @@ from pyctrl.client import Client, Reader
 from pyctrl.client.errors import NotFound
 from pyctrl.rbacgen import rbac
 from pyctrl.recorder import EventRecorder
+from pyctrl.workqueue import LOW_PRIORITY
 
 __all__ = ["FINALIZER", "RedisClusterReconciler"]
 
@@ -113,7 +114,7 @@ class RedisClusterReconciler:
         cluster = await ensure_finalizer(self.client, cluster)  # 3. ensure the finalizer
         material = await self.security.read(cluster)  # 4. security material
         if material is None:  # no CA to verify the pods with: observing them would fail them over
-            return Result(requeue_after=STEADY_REQUEUE)
+            return Result(requeue_after=STEADY_REQUEUE, priority=LOW_PRIORITY)
         engine = self.engines[cluster.spec.mode]  # the engine observes and plans before the children
         look = await engine.observe(cluster, material.access)
         restore = await restore_state(

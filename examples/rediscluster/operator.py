@@ -6,13 +6,16 @@ status writes), its children (StatefulSet, ConfigMap, Services, PodDisruptionBud
 controller ownerReference), its Pods (by the instance label), the Secrets its spec names (a
 rotated TLS certificate is reloaded at once; the cache keeps Secrets' metadata only, never their
 data: the reconciler reads values through the API reader) and the background health prober
-(a Channel source), which runs only on the elected leader. With ``webhook_port`` set, the manager
-also serves the validating webhook (``webhook.py``) and ``/readyz`` waits for it.
+(a Channel source at ``FAILOVER_PRIORITY``: failover work is handed out before routine requests;
+the settled 30 s look-again is requeued at ``LOW_PRIORITY``), which runs only on the elected
+leader. With ``webhook_port`` set, the manager also serves the validating webhook
+(``webhook.py``) and ``/readyz`` waits for it.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +26,7 @@ from examples.rediscluster.backup import DEFAULT_IMAGE
 from examples.rediscluster.backup.controllers import add_backup_controllers
 from examples.rediscluster.cluster.mover import SlotMover
 from examples.rediscluster.controller import RedisClusterReconciler
+from examples.rediscluster.replication.decision import FAILOVER_PRIORITY
 from examples.rediscluster.replication.nodeloss import Node
 from examples.rediscluster.replication.prober import ClusterKey, HealthProber
 from examples.rediscluster.shared.redis_admin import DEFAULT_IO_TIMEOUT
@@ -34,7 +38,7 @@ from pyctrl.client.errors import ConfigError, KubernetesError, TransportError, U
 from pyctrl.client.objects import PodDisruptionBudget
 from pyctrl.client.scheme import default_scheme
 from pyctrl.event import GenericEvent, UpdateEvent
-from pyctrl.handler import enqueue_request_for_object, enqueue_requests_from_map_func
+from pyctrl.handler import enqueue_request_for_object, enqueue_requests_from_map_func, with_priority
 from pyctrl.leaderelection import LeaderElectionLost
 from pyctrl.log import get_logger
 from pyctrl.predicate import Funcs, label_selector
@@ -163,14 +167,21 @@ def build_operator(config: Any, options: OperatorOptions) -> Operator:
         if options.shard_count > 1
         else None,
     )
-    events: asyncio.Queue[GenericEvent] = asyncio.Queue()
+    # The prober's notifications (a master down, a pod that stops or starts answering) go to the
+    # workqueue at FAILOVER_PRIORITY, ahead of every routine request: with many clusters on one
+    # operator a failover does not wait for the fleet's reconciles. The slot mover's are routine.
+    health: asyncio.Queue[GenericEvent] = asyncio.Queue()
+    moves: asyncio.Queue[GenericEvent] = asyncio.Queue()
 
-    def notify(key: ClusterKey) -> None:
-        events.put_nowait(GenericEvent({"metadata": {"namespace": key[0], "name": key[1]}}))
+    def notifier(events: asyncio.Queue[GenericEvent]) -> Callable[[ClusterKey], None]:
+        def notify(key: ClusterKey) -> None:
+            events.put_nowait(GenericEvent({"metadata": {"namespace": key[0], "name": key[1]}}))
 
-    prober = HealthProber(notify)
+        return notify
+
+    prober = HealthProber(notifier(health))
     mgr.add(ProberRunnable(prober))
-    slot_mover = SlotMover(notify)  # cluster mode's background resharding, leader only
+    slot_mover = SlotMover(notifier(moves))  # cluster mode's background resharding, leader only
     mgr.add(slot_mover)
     reconciler = RedisClusterReconciler(
         mgr.client,
@@ -194,7 +205,8 @@ def build_operator(config: Any, options: OperatorOptions) -> Operator:
             predicates=[label_selector({"app.kubernetes.io/managed-by": "pyctrl-rediscluster"})],
         )
         .watches(Secret, enqueue_requests_from_map_func(reconciler.clusters_using_secret))
-        .watches(Channel(events, enqueue_request_for_object()))
+        .watches(Channel(health, with_priority(enqueue_request_for_object(), FAILOVER_PRIORITY)))
+        .watches(Channel(moves, enqueue_request_for_object()))
         .with_options(max_concurrent_reconciles=options.max_concurrent_reconciles)
         .named("rediscluster")
         .complete(reconciler)

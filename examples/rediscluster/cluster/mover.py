@@ -54,7 +54,7 @@ import redis.exceptions as rexc
 
 from examples.rediscluster.cluster import metrics
 from examples.rediscluster.cluster.plan_types import Member
-from examples.rediscluster.shared.redis_admin import RedisAccess, tls_options
+from examples.rediscluster.shared.redis_admin import CLIENT_DEFAULTS, RedisAccess, tls_options
 
 __all__ = ["Endpoint", "Job", "Progress", "SlotMover", "Transfer", "outdated"]
 
@@ -223,6 +223,7 @@ class SlotMover:
                     socket_connect_timeout=2,
                     decode_responses=False,
                     **tls,
+                    **CLIENT_DEFAULTS,
                 )
             return clients[(e.ip, e.port)]
 

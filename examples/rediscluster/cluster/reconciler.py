@@ -60,6 +60,7 @@ from pyctrl.client.objects import Condition
 from pyctrl.client.patch import PatchType, RawPatch
 from pyctrl.log import get_logger
 from pyctrl.recorder import EventRecorder
+from pyctrl.workqueue import LOW_PRIORITY
 
 __all__ = ["ClusterModeReconciler", "Done", "Members"]
 
@@ -182,7 +183,9 @@ class ClusterModeReconciler:
         base_metrics.observe_status(cluster.namespace, cluster.name, pods, new)
         await write_status(self.client, cluster, new)
         settled = new.phase is RedisClusterPhase.RUNNING and not rollout.in_progress and not done.reloading
-        return Result(requeue_after=STEADY_REQUEUE if settled and not done.acted else ACTING_REQUEUE)
+        if settled and not done.acted:  # the periodic look-again: behind every live change
+            return Result(requeue_after=STEADY_REQUEUE, priority=LOW_PRIORITY)
+        return Result(requeue_after=ACTING_REQUEUE)
 
     async def _observe(
         self, cluster: RedisCluster, access: RedisAccess

@@ -1,5 +1,6 @@
 """One reconcile's replication-mode decisions, from the RedisCluster and what was observed (pure):
-the plan (:func:`decide`) and when to look again (:func:`requeue_after`).
+the plan (:func:`decide`), when to look again (:func:`requeue_after`) and at which queue priority
+(:func:`requeue_priority`).
 
 :func:`decide` is ``topology.plan`` — or, first, a planned switchover when the master's pod is
 terminating while it still serves (a drain: ``topology.evacuate``) or when a scale-in would remove
@@ -30,15 +31,27 @@ from examples.rediscluster.replication.topology import (
     scale_down_victims,
     switchover,
 )
-from examples.rediscluster.replication.topology_types import ClusterState, Plan, Policy, Switchover, Wait
+from examples.rediscluster.replication.topology_types import (
+    ClusterState,
+    Demote,
+    Plan,
+    Policy,
+    Promote,
+    RecordMaster,
+    ReplicaOf,
+    Switchover,
+    Wait,
+)
 from examples.rediscluster.shared.pods import not_ready_for
 from examples.rediscluster.shared.redis_admin import RedisConnection
 from examples.rediscluster.shared.rollout import RolloutDecision
 from pyctrl.client import Pod
 from pyctrl.client.objects import Condition
+from pyctrl.workqueue import LOW_PRIORITY
 
 __all__ = [
     "ACTING_REQUEUE",
+    "FAILOVER_PRIORITY",
     "HANDOVER_REQUEUE",
     "STEADY_REQUEUE",
     "Decision",
@@ -50,6 +63,7 @@ __all__ = [
     "policy",
     "recorded",
     "requeue_after",
+    "requeue_priority",
     "switchover_refusal",
     "switchover_target",
     "unhealthy_for",
@@ -61,6 +75,11 @@ ACTING_REQUEUE = 1.0
 #: while a FAILOVER TO runs, look again this soon: the replicas still following the old master
 #: are re-pointed (and writes acknowledged again) right after the handover, not a second later
 HANDOVER_REQUEUE = 0.1
+#: the workqueue priority of failover work: the prober's notifications (a master down, a pod that
+#: stops or starts answering) and the requeues of a reconcile in the middle of a failover or a
+#: handover. Routine requests run at 0 and the settled 30 s look-again at ``LOW_PRIORITY``, so with
+#: hundreds of clusters on one operator a failover never waits behind routine reconciles.
+FAILOVER_PRIORITY = 100
 
 
 @dataclass
@@ -241,3 +260,23 @@ def requeue_after(look: Look, plan: Decision, done: Done, *, running: bool) -> f
     settled = settled and not rollout.in_progress
     stuck = done.invalid is not None and not done.acted and (the_plan.converged or not observed.nodes)
     return STEADY_REQUEUE if settled or stuck else ACTING_REQUEUE
+
+
+_TOPOLOGY_REPAIR = (RecordMaster, Promote, ReplicaOf, Demote, Switchover)
+
+
+def requeue_priority(look: Look, plan: Decision, done: Done, *, running: bool) -> int:
+    """The queue priority of the look-again: ``FAILOVER_PRIORITY`` while the master is unhealthy,
+    a handover runs or the topology is being repaired (promote, re-point, demote: the writes of the
+    cluster wait on it); ``LOW_PRIORITY`` for the settled look-again (periodic, news to nobody, as
+    controller-runtime enqueues resyncs); else 0."""
+    after = requeue_after(look, plan, done, running=running)
+    step = done.rollout.step
+    actions = [*plan.plan.actions, *(step.actions if isinstance(step, Plan) else ())]
+    if (
+        look.master_unhealthy_for > 0
+        or look.observed.handing_over()
+        or any(isinstance(a, _TOPOLOGY_REPAIR) for a in actions)
+    ):
+        return FAILOVER_PRIORITY
+    return LOW_PRIORITY if after == STEADY_REQUEUE else 0

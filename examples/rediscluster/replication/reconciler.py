@@ -53,6 +53,7 @@ from examples.rediscluster.replication.decision import (
     policy,
     recorded,
     requeue_after,
+    requeue_priority,
     switchover_refusal,
     unhealthy_for,
     was_hibernated,
@@ -233,6 +234,8 @@ class ReplicationModeReconciler:
         metrics.observe_status(cluster.namespace, cluster.name, cluster.spec.replicas, new)
         metrics.observe_nodes(cluster.namespace, cluster.name, observed.nodes)
         await write_status(self.client, cluster, new)
+        running = new.phase is RedisClusterPhase.RUNNING
         return Result(
-            requeue_after=requeue_after(look, plan, done, running=new.phase is RedisClusterPhase.RUNNING)
+            requeue_after=requeue_after(look, plan, done, running=running),
+            priority=requeue_priority(look, plan, done, running=running),
         )

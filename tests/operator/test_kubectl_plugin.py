@@ -1,7 +1,8 @@
 """``kubectl rediscluster`` on the real control plane, with the operator running in-process
-(tests/operator/conftest.py): ``status`` of a healthy cluster through the real ``kubectl`` (which
-finds the ``kubectl-rediscluster`` console script on PATH) as a user holding only read RBAC,
-matched against a golden file with the volatile parts masked; ``explain`` naming the missing
+(tests/operator/conftest.py): ``status`` of a healthy, then degraded (a replica's redis-server
+hung) replication-mode cluster and of a cluster-mode cluster through the real ``kubectl``
+(which finds the ``kubectl-rediscluster`` console script on PATH) as a user holding only read
+RBAC, each matched against a golden file with the volatile parts masked; ``explain`` naming the missing
 Secret a cluster is stuck on; ``backup`` creating a RedisBackup; the write intents set their
 annotations; and every operator metric the chart's dashboard and alerts query is a family of the
 running operator's registry."""
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -26,8 +28,12 @@ from pyctrl.metrics import registry
 from pyctrl.testing import eventually
 from tests.install._promql import named_by_dashboard_and_alerts
 from tests.operator.conftest import Cluster, RunningOperator
+from tests.operator.test_cluster_mode import cluster_ready
 
-GOLDEN = Path(__file__).resolve().parent / "testdata" / "kubectl_rediscluster_status.txt"
+TESTDATA = Path(__file__).resolve().parent / "testdata"
+GOLDEN = TESTDATA / "kubectl_rediscluster_status.txt"
+GOLDEN_DEGRADED = TESTDATA / "kubectl_rediscluster_status_degraded.txt"
+GOLDEN_CLUSTER_MODE = TESTDATA / "kubectl_rediscluster_status_cluster_mode.txt"
 VIEWER = "rediscluster-viewer"
 #: what the read-only commands need (docs/toolkit.md shows the same ClusterRole)
 VIEWER_RULES = [
@@ -82,7 +88,14 @@ def mask(text: str, namespace: str, nodes: set[str]) -> str:
     return "\n".join(re.sub(r" {2,}", "  ", line).rstrip() for line in text.splitlines()) + "\n"
 
 
-async def test_status_of_a_healthy_cluster_matches_the_golden_screen(
+def assert_golden(masked: str, golden: Path) -> None:
+    """``masked`` is ``golden``'s text (``PYCTRL_UPDATE_GOLDEN=1`` rewrites the file first)."""
+    if os.environ.get("PYCTRL_UPDATE_GOLDEN") == "1":
+        golden.write_text(masked)
+    assert masked == golden.read_text(), f"status screen changed ({golden.name}):\n{masked}"
+
+
+async def test_status_of_a_healthy_then_degraded_cluster_matches_the_golden_screens(
     operator: RunningOperator, cluster_factory: Callable[[str], Cluster], envtest: Environment, namespace: str
 ) -> None:
     c = cluster_factory("kp")
@@ -99,9 +112,7 @@ async def test_status_of_a_healthy_cluster_matches_the_golden_screen(
     # Which start-up Events are the six newest depends on the second each was recorded in: the
     # screen is golden up to them; they are checked as a set of the known start-up Events.
     masked, events = mask(screen, namespace, nodes).split("Recent events\n")
-    if os.environ.get("PYCTRL_UPDATE_GOLDEN") == "1":
-        GOLDEN.write_text(masked)
-    assert masked == GOLDEN.read_text(), f"status screen changed:\n{masked}"
+    assert_golden(masked, GOLDEN)
     lines = events.splitlines()
     assert len(lines) == 6
     assert "  <age>  Normal  MasterElected: kp-0 is the master (epoch 1)" in lines
@@ -115,11 +126,62 @@ async def test_status_of_a_healthy_cluster_matches_the_golden_screen(
     assert "error: hibernate" in refused.stderr
     assert "forbidden" in refused.stderr.lower()
 
+    # degraded: kp-2's redis-server stopped (SIGSTOP: hung, not exited, so nothing restarts it
+    # and the state stays put until SIGCONT); its readiness probe fails, the operator reports the
+    # cluster Degraded with 2/3 pods ready while the master kp-0 keeps serving
+    pid = int((await server_info(c, "kp-2"))["process_id"])
+    os.kill(pid, signal.SIGSTOP)
+    try:
+
+        async def degraded() -> str | None:
+            out = kubectl_plugin("status", "kp", "-n", namespace, kubeconfig=kubeconfig)
+            assert out.returncode == 0, out.stderr
+            header, counts = out.stdout.splitlines()[:2]
+            kp2_unready = re.search(r"^kp-2 +replica +no ", out.stdout, re.MULTILINE)
+            return (
+                out.stdout
+                if header.endswith("Degraded") and " ready 2/3 " in counts and kp2_unready
+                else None
+            )
+
+        screen = await eventually(
+            degraded, within=60, what="a status screen of the Degraded cluster", interval=0.5
+        )
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    masked, _ = mask(screen, namespace, nodes).split("Recent events\n")
+    assert_golden(masked, GOLDEN_DEGRADED)
+
     # every operator metric the dashboard and alerts name is a family of the running operator
     families = {m.name for m in registry.collect()}
     families |= {f"{m.name}_total" for m in registry.collect() if m.type == "counter"}
     operators = {n for n in named_by_dashboard_and_alerts() if not n.startswith("redis_")}
     assert not operators - families, f"queried but not registered: {sorted(operators - families)}"
+
+
+async def server_info(c: Cluster, pod: str) -> dict[str, str]:
+    client = await c.redis(pod)
+    try:
+        return dict(await client.info("server"))
+    finally:
+        await client.aclose()
+
+
+async def test_status_of_a_cluster_mode_cluster_shows_each_shards_slots(
+    operator: RunningOperator, cluster_factory: Callable[[str], Cluster], envtest: Environment, namespace: str
+) -> None:
+    c = cluster_factory("ks")
+    # no replicas: which pod of a shard is its master is then fixed (ks-N serves shard N)
+    c.create(mode="cluster", shards=3, replicasPerShard=0)
+    await eventually(
+        lambda: cluster_ready(c, 3, 0, idle=True), within=120, what="3 shards Running", interval=0.5
+    )
+    kubeconfig = viewer_kubeconfig(envtest)
+    out = kubectl_plugin("status", "ks", "-n", namespace, kubeconfig=kubeconfig)
+    assert out.returncode == 0, out.stderr
+    nodes = {p["spec"]["nodeName"] for p in c.pods().values()}
+    masked, _ = mask(out.stdout, namespace, nodes).split("Recent events\n")
+    assert_golden(masked, GOLDEN_CLUSTER_MODE)
 
 
 async def test_explain_names_the_missing_secret(

@@ -68,6 +68,38 @@ def test_colour_only_decorates_the_same_text() -> None:
     assert "rc-0  master  yes    Running  2         node-a  10.0.0.1  1h" in plain
 
 
+def test_pods_are_listed_in_statefulset_order() -> None:
+    c = cluster({"phase": "Running", "currentMaster": "rc-0", "observedGeneration": 2}, replicas=10)
+    text = render_status(Snapshot(c, [pod(f"rc-{i}") for i in (10, 2, 0, 1)], now=NOW))
+    assert [line.split()[0] for line in text.splitlines() if line.startswith("rc-")] == [
+        "rc-0", "rc-1", "rc-2", "rc-10"
+    ]  # fmt: skip
+
+
+def test_cluster_mode_shows_shards_not_a_cluster_wide_master() -> None:
+    shards = [
+        {"index": 0, "master": "rc-0", "slots": ["0-8191"], "slotCount": 8192, "ready": True},
+        {"index": 1, "master": "rc-1", "slots": ["8192-16383"], "slotCount": 8192, "ready": False},
+        {"index": 2},
+    ]
+    c = cluster(
+        {"phase": "Degraded", "observedGeneration": 2, "readyReplicas": 2, "shards": shards,
+         "clusterState": "ok", "slotsAssigned": 16384, "slotsOk": 16384},
+        mode="cluster", shards=3, replicasPerShard=0,
+    )  # fmt: skip
+    labelled = pod("rc-1")
+    labelled.metadata.labels = {"redis.pyctrl.dev/shard": "1", "redis.pyctrl.dev/role": "master"}
+    text = render_status(Snapshot(c, [labelled], now=NOW))
+    header = text.splitlines()[:2]
+    assert header[0] == "RedisCluster ns/rc  cluster, 3 shards x 1 pod  Degraded"
+    assert header[1].startswith("  shards ready 1/3  ready 2/3  generation 2 (observed 2)")
+    assert "epoch" not in text
+    assert "master none" not in text
+    assert "POD   SHARD  ROLE    READY" in text
+    assert "rc-1  1      master  yes" in text
+    assert "1      rc-1    -         8192-16383  8192   no" in text
+
+
 def test_a_cluster_the_operator_never_saw_says_so() -> None:
     snapshot = Snapshot(cluster(), now=NOW)
     assert "no status yet: the operator has not reconciled this cluster" in render_status(snapshot)

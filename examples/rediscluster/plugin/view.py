@@ -16,9 +16,10 @@ from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.api.backup import BackupPhase, RedisBackup
 from pyctrl.client import Event, Pod
 
-__all__ = ["ROLE_LABEL", "Snapshot", "age", "explain", "render_explain", "render_status"]
+__all__ = ["ROLE_LABEL", "SHARD_LABEL", "Snapshot", "age", "explain", "render_explain", "render_status"]
 
 ROLE_LABEL = "redis.pyctrl.dev/role"
+SHARD_LABEL = "redis.pyctrl.dev/shard"
 _RESET = "\033[0m"
 _COLOURS = {"good": "\033[32m", "bad": "\033[31m", "warn": "\033[33m", "dim": "\033[2m", "bold": "\033[1m"}
 _GOOD = {"Running", "True", "Succeeded", "master", "ok", "Normal"}
@@ -99,6 +100,12 @@ def _pod_state(pod: Pod) -> str:
     return status.phase or "Pending"
 
 
+def _ordinal(pod: Pod) -> tuple[int, str]:
+    """StatefulSet order: ``rc-2`` before ``rc-10``."""
+    _, _, tail = pod.name.rpartition("-")
+    return (int(tail) if tail.isdigit() else -1, pod.name)
+
+
 def _restarts(pod: Pod) -> int:
     statuses = getattr(pod.status, "container_statuses", None) if pod.status else None
     return sum(c.restart_count for c in statuses or [])
@@ -126,15 +133,19 @@ def _or_dash(value: object) -> str:
     return "-" if value is None else str(value)
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _header(snapshot: Snapshot, paint: _Paint) -> list[str]:
     c, now = snapshot.cluster, snapshot.now
     spec, status = c.spec, c.status
     phase = status.phase.value if status else "Unknown"
     cluster_mode = spec.mode == "cluster"
     size = (
-        f"{spec.shards} shards x {1 + spec.replicas_per_shard} pods"
+        f"{spec.shards} shards x {_count(1 + spec.replicas_per_shard, 'pod')}"
         if cluster_mode
-        else f"{spec.replicas} pods"
+        else _count(spec.replicas, "pod")
     )
     lines = [f"{paint('RedisCluster', 'bold')} {c.namespace}/{c.name}  {spec.mode}, {size}  {paint(phase)}"]
     if status is None:
@@ -143,13 +154,21 @@ def _header(snapshot: Snapshot, paint: _Paint) -> list[str]:
             "  no status yet: the operator has not reconciled this cluster",
             f"  image {spec.image}",
         ]
-    master = status.current_master or "none"
     generation, seen = c.metadata.generation, status.observed_generation
     stale = "" if seen == generation else f" {paint('(spec not yet seen)', 'warn')}"
-    desired = spec.shards * (1 + spec.replicas_per_shard) if cluster_mode else spec.replicas
+    if cluster_mode:  # a master per shard, no cluster-wide master or epoch
+        desired = spec.shards * (1 + spec.replicas_per_shard)
+        ready_shards = sum(1 for shard in status.shards or [] if shard.ready)
+        tone = "good" if ready_shards == spec.shards else "bad"
+        lead = f"shards ready {paint(f'{ready_shards}/{spec.shards}', tone)}"
+    else:
+        desired = spec.replicas
+        master = status.current_master or "none"
+        lead = (
+            f"master {paint(master, 'good' if status.current_master else 'bad')}  epoch {status.master_epoch}"
+        )
     lines.append(
-        f"  master {paint(master, 'good' if status.current_master else 'bad')}  epoch {status.master_epoch}"
-        f"  ready {status.ready_replicas}/{desired}"
+        f"  {lead}  ready {status.ready_replicas}/{desired}"
         f"  generation {generation} (observed {_or_dash(seen)}){stale}"
         f"  synced {age(status.last_sync_timestamp, now)} ago"
     )
@@ -160,14 +179,19 @@ def _header(snapshot: Snapshot, paint: _Paint) -> list[str]:
 
 def _pods(snapshot: Snapshot, paint: _Paint) -> list[str]:
     status = snapshot.cluster.status
-    rows = [["POD", "ROLE", "READY", "STATUS", "RESTARTS", "NODE", "IP", "AGE"]]
-    for pod in sorted(snapshot.pods, key=lambda p: p.name):
-        role = (pod.metadata.labels or {}).get(ROLE_LABEL, "-")
+    sharded = snapshot.cluster.spec.mode == "cluster"  # a SHARD column: which shard a pod belongs to
+    rows = [
+        ["POD", *(["SHARD"] if sharded else []), "ROLE", "READY", "STATUS", "RESTARTS", "NODE", "IP", "AGE"]
+    ]
+    for pod in sorted(snapshot.pods, key=_ordinal):
+        labels = pod.metadata.labels or {}
+        role = labels.get(ROLE_LABEL, "-")
         if status is not None and pod.name == status.current_master:
             role = "master"
         rows.append(
             [
                 pod.name,
+                *([labels.get(SHARD_LABEL, "-")] if sharded else []),
                 role,
                 "yes" if _pod_ready(pod) else "no",
                 _pod_state(pod),
@@ -177,7 +201,8 @@ def _pods(snapshot: Snapshot, paint: _Paint) -> list[str]:
                 age(pod.metadata.creation_timestamp, snapshot.now),
             ]
         )
-    return _table(rows, paint, painted=(1, 3)) if len(rows) > 1 else ["no pods"]
+    painted = (2, 4) if sharded else (1, 3)
+    return _table(rows, paint, painted=painted) if len(rows) > 1 else ["no pods"]
 
 
 def _shards(snapshot: Snapshot, paint: _Paint) -> list[str]:

@@ -62,7 +62,13 @@ def test_object_fills_type_meta_and_reads_status_phase_as_enum() -> None:
     assert rc.spec == RedisClusterSpec()
     assert rc.status is not None
     assert rc.status.phase is RedisClusterPhase.FAILOVER
-    assert [p.value for p in RedisClusterPhase] == ["Initializing", "Running", "Degraded", "Failover", "Hibernated"]
+    assert [p.value for p in RedisClusterPhase] == [
+        "Initializing",
+        "Running",
+        "Degraded",
+        "Failover",
+        "Hibernated",
+    ]
 
 
 def test_crd_declares_names_subresources_and_columns_of_the_issue() -> None:

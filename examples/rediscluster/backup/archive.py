@@ -84,10 +84,12 @@ __all__ = [
     "ManifestEntry",
     "Segment",
     "TimelineIndex",
+    "add_store_arguments",
     "archive_prefix",
     "iso",
     "main",
     "read_manifest",
+    "store_from_arguments",
 ]
 
 INDEX = "index.json"
@@ -637,6 +639,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--status-address", default="0.0.0.0", help="the address of --status-port")
     p.add_argument("--archive-timeout-seconds", type=float, default=60.0)
     p.add_argument("--poll-interval", type=float, default=0.5)
+    add_store_arguments(p)
+    return p
+
+
+def add_store_arguments(p: argparse.ArgumentParser) -> None:
+    """The archive's place in the store, as the archiver and a restore both take it (S3 keys come
+    from the environment, never from arguments)."""
     p.add_argument("--s3-endpoint", required=True)
     p.add_argument("--s3-bucket", required=True)
     p.add_argument("--s3-prefix", default="", help="the destination's prefix (ends with / when set)")
@@ -644,19 +653,23 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--s3-ca-bundle")
     p.add_argument("--namespace", required=True)
     p.add_argument("--cluster", required=True)
-    return p
+
+
+def store_from_arguments(args: argparse.Namespace) -> ArchiveStore:
+    """The archive named by :func:`add_store_arguments`' options."""
+    return ArchiveStore.connect(
+        args.s3_endpoint,
+        args.s3_bucket,
+        archive_prefix(args.s3_prefix, args.namespace, args.cluster),
+        region=args.s3_region,
+        ca_bundle=args.s3_ca_bundle,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        store = ArchiveStore.connect(
-            args.s3_endpoint,
-            args.s3_bucket,
-            archive_prefix(args.s3_prefix, args.namespace, args.cluster),
-            region=args.s3_region,
-            ca_bundle=args.s3_ca_bundle,
-        )
+        store = store_from_arguments(args)
         archiver = Archiver(
             store,
             args.aof_dir,

@@ -47,8 +47,9 @@ from examples.rediscluster.backup.archive import (
     ArchivedFile,
     ArchiveStore,
     TimelineIndex,
-    archive_prefix,
+    add_store_arguments,
     iso,
+    store_from_arguments,
 )
 from examples.rediscluster.backup.store import StoreError
 
@@ -234,26 +235,14 @@ def _parser() -> argparse.ArgumentParser:
     restore.add_argument("--timeline")
     restore.add_argument("--base-seq", type=int)
     for cmd in (ranges, restore):
-        cmd.add_argument("--s3-endpoint", required=True)
-        cmd.add_argument("--s3-bucket", required=True)
-        cmd.add_argument("--s3-prefix", default="")
-        cmd.add_argument("--s3-region", default="us-east-1")
-        cmd.add_argument("--s3-ca-bundle")
-        cmd.add_argument("--namespace", required=True)
-        cmd.add_argument("--cluster", required=True)
+        add_store_arguments(cmd)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        store = ArchiveStore.connect(
-            args.s3_endpoint,
-            args.s3_bucket,
-            archive_prefix(args.s3_prefix, args.namespace, args.cluster),
-            region=args.s3_region,
-            ca_bundle=args.s3_ca_bundle,
-        )
+        store = store_from_arguments(args)
         if args.command == "range":
             out = [
                 {

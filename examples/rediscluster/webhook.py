@@ -14,9 +14,8 @@ but risky: a single replica has nothing to fail over to.
 
 from __future__ import annotations
 
-from examples.rediscluster.api import RedisCluster
+from examples.rediscluster.api import RedisCluster, redisconf
 from examples.rediscluster.shared.resources import InvalidSpec, desired_children
-from examples.rediscluster.shared.security import redisconf
 from pyctrl.client.errors import Invalid
 
 __all__ = ["RedisClusterValidator"]

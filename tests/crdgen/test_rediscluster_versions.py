@@ -83,7 +83,7 @@ FULL_V1ALPHA1: dict[str, Any] = {
     "enablePersistence": True,
     "storageSize": "2Gi",
     "storageClassName": "fast",
-    "auth": {"passwordSecret": {"name": "pw", "key": "password"}},
+    "auth": {"enabled": True, "passwordSecret": {"name": "pw", "key": "password"}},
     "users": [{"name": "app", "passwordSecret": {"name": "app-pw", "key": "password"}, "rules": "~* +get"}],
     "disableDefaultUser": True,
     "tls": {"secretName": "tls"},
@@ -93,6 +93,7 @@ FULL_V1ALPHA1: dict[str, Any] = {
     "topologySpreadConstraints": [],
     "nodeSelector": {"disk": "ssd"},
     "nodeLoss": {"forceDeletePods": True, "afterSeconds": 60},
+    "monitoring": {"exporter": False, "exporterImage": "exporter:1"},
 }
 
 
@@ -118,7 +119,7 @@ def test_every_v1alpha1_field_has_its_place_in_v1beta1() -> None:
         "topologySpreadConstraints": [],
         "nodeSelector": {"disk": "ssd"},
     }
-    unchanged = ("mode", "replicas", "auth", "users", "disableDefaultUser", "tls")
+    unchanged = ("mode", "replicas", "auth", "users", "disableDefaultUser", "tls", "monitoring")
     assert {k: spec[k] for k in unchanged} == {k: FULL_V1ALPHA1[k] for k in unchanged}
     moved = set(FULL_V1ALPHA1) - set(unchanged)
     assert not moved & set(spec)  # every other field moved into a group

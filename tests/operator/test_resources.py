@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from examples.rediscluster.api import RedisCluster, RedisClusterSpec
+from examples.rediscluster.api.redisconf import ALLOWED
 from examples.rediscluster.cluster.resources import cluster_redis_conf
 from examples.rediscluster.shared.resources import (
     LIVE_KEYS,
@@ -17,7 +18,6 @@ from examples.rediscluster.shared.resources import (
     redis_conf,
     statefulset,
 )
-from examples.rediscluster.shared.security.redisconf import ALLOWED
 from tests.rediscluster.test_redisconf import HOSTILE_KEYS, HOSTILE_VALUES
 
 

@@ -1,4 +1,4 @@
-"""``redisConfig`` that cannot inject (``shared.security.redisconf``): the tokenizer against the
+"""``redisConfig`` that cannot inject (``api.redisconf``): the tokenizer against the
 real redis-server's (its inline commands use the same ``sdssplitargs``), every hostile entry of
 the security review refused naming its key, and rendered lines that Redis reads back unchanged."""
 
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from examples.rediscluster.shared.security.redisconf import (
+from examples.rediscluster.api.redisconf import (
     ALLOWED,
     KEY_PATTERN,
     MAX_ENTRIES,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from examples.rediscluster.shared.security.redisconf import MAX_ENTRIES, check, crd_schema
+from examples.rediscluster.api.redisconf import MAX_ENTRIES, check, crd_schema
 from pyctrl.client import ApiClient, GroupVersionKind, Invalid, load_kubeconfig
 from pyctrl.envtest import Environment
 from tests.rediscluster.test_redisconf import HOSTILE_KEYS, HOSTILE_VALUES

@@ -26,9 +26,9 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, JsonValue, model_validator
 
+from examples.rediscluster.api import redisconf
 from examples.rediscluster.api.backup import BackupSchedule, RestoreSource
 from examples.rediscluster.api.scheduling import Affinity, Toleration, TopologySpreadConstraint
-from examples.rediscluster.shared.security import redisconf
 from pyctrl.client.gvk import GroupVersionKind
 from pyctrl.client.objects.meta import Condition, KubeModel, KubeObject
 from pyctrl.conversion import Hub

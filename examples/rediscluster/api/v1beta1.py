@@ -41,11 +41,14 @@ from typing import Annotated, Any, ClassVar, Self
 
 from pydantic import ConfigDict, Field, field_validator
 
+from examples.rediscluster.api import redisconf
 from examples.rediscluster.api.backup import BackupSchedule, RestoreSource
 from examples.rediscluster.api.rediscluster import (
     _CLUSTER_RULES,
+    _REDIS_CONFIG_RULES,
     DEFAULT_IMAGE,
     ClusterMode,
+    Monitoring,
     NodeLoss,
     RedisAuth,
     RedisCluster,
@@ -129,8 +132,13 @@ class RedisSettings(KubeModel):
 
     image: str = Field(default=DEFAULT_IMAGE, min_length=1)
     """Redis 7 container image."""
-    config: dict[str, str] = Field(default_factory=dict)
-    """Extra redis.conf settings (directive -> value)."""
+    config: dict[str, Annotated[str, Field(max_length=redisconf.MAX_VALUE_LENGTH)]] = Field(
+        default_factory=dict,
+        max_length=redisconf.MAX_ENTRIES,
+        json_schema_extra={"x-kubernetes-validations": _REDIS_CONFIG_RULES},
+    )
+    """Extra redis.conf settings (directive -> value): the tenant-safe directives v1alpha1's
+    redisConfig admits, under the same CEL rules."""
     resources: ResourceRequirements | None = None
     """Compute resources of the Redis container."""
     memory_limit: Quantity | None = None
@@ -282,6 +290,8 @@ class RedisClusterSpecV1beta1(KubeModel):
     """Scheduled backups, their retention and the final backup on delete (see RedisBackup)."""
     restore_from: RestoreSource | None = None
     """Seed the cluster from a RedisBackup when it is created."""
+    monitoring: Monitoring = Field(default_factory=Monitoring)
+    """Redis server metrics: the redis_exporter sidecar."""
 
 
 class RedisClusterV1beta1(KubeObject):
@@ -350,6 +360,7 @@ class RedisClusterV1beta1(KubeObject):
             node_loss=s.failover.node_loss,
             backup=s.backup,
             restore_from=s.restore_from,
+            monitoring=s.monitoring,
         )
         metadata = self.metadata.model_copy(deep=True)
         annotations = dict(metadata.annotations or {})
@@ -397,6 +408,7 @@ class RedisClusterV1beta1(KubeObject):
             tls=h.tls,
             backup=h.backup,
             restore_from=h.restore_from,
+            monitoring=h.monitoring,
         )
         return cls(metadata=metadata, spec=spec, status=hub.status)
 

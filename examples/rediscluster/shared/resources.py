@@ -39,9 +39,9 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from examples.rediscluster.api import RedisCluster, RedisClusterSpec
+from examples.rediscluster.api import RedisCluster, RedisClusterSpec, redisconf
 from examples.rediscluster.api.scheduling import pod_scheduling
-from examples.rediscluster.shared.security import auth, redisconf, tls, users
+from examples.rediscluster.shared.security import auth, tls, users
 
 __all__ = [
     "FENCE_HOST",
@@ -187,7 +187,7 @@ def redis_conf(spec: RedisClusterSpec) -> str:
 
 def tenant_lines(spec: RedisClusterSpec) -> list[str]:
     """The redis.conf lines of ``spec.redisConfig``, each checked and quoted by
-    :mod:`~examples.rediscluster.shared.security.redisconf` (allowlisted directive, one line, the
+    :mod:`~examples.rediscluster.api.redisconf` (allowlisted directive, one line, the
     arguments Redis reads back unchanged); ``InvalidSpec`` naming the first refused key."""
     try:
         return redisconf.render(spec.redis_config)

@@ -145,5 +145,5 @@ def test_in_cluster_mode_the_operator_may_move_keys_only_and_replicas_log_in_as_
     assert f"aclfile {users.ACL_FILE}" in conf
     assert "masteruser pyctrl-replication" in conf
     start = sts["spec"]["template"]["spec"]["containers"][0]["command"][-1]
-    assert 'masterauth "$REPLICATION_PASSWORD"' in start  # through stdin, never argv
+    assert 'masterauth $(redis_quoted "$REPLICATION_PASSWORD")' in start  # through stdin, never argv
     assert "requirepass" not in start

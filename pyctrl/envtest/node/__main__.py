@@ -1,13 +1,15 @@
 """``python -m pyctrl.envtest.node``: run the local node agent (see ``pyctrl.envtest.node``).
 
 Logs to stderr. SIGTERM or SIGINT stops every Pod process (SIGTERM, ``--stop-grace`` seconds,
-SIGKILL) and exits 0.
+SIGKILL) and exits 0. A stop that is still running :data:`STOP_REPORT_AFTER` seconds after the
+signal writes every thread's stack to stderr (the node's log), so a stuck step names itself.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import logging
 import signal
 import sys
@@ -15,6 +17,9 @@ from pathlib import Path
 
 from pyctrl.envtest.node.agent import NodeAgent, NodeConfig
 from pyctrl.envtest.node.images import DEFAULT_IMAGE_MAP
+
+#: seconds after SIGTERM/SIGINT at which a stop still under way dumps every thread's stack
+STOP_REPORT_AFTER = 45.0
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[NodeConfig, bool]:
@@ -73,8 +78,14 @@ def parse_args(argv: list[str] | None = None) -> tuple[NodeConfig, bool]:
 async def _serve(config: NodeConfig) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    def stopping() -> None:
+        if not stop.is_set():
+            faulthandler.dump_traceback_later(STOP_REPORT_AFTER, exit=False, file=sys.stderr)
+        stop.set()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, stopping)
     await NodeAgent(config).run(stop)
 
 
@@ -86,7 +97,10 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("aiohttp").setLevel(logging.WARNING)
-    asyncio.run(_serve(config))
+    try:
+        asyncio.run(_serve(config))
+    finally:
+        faulthandler.cancel_dump_traceback_later()
     logging.getLogger(__name__).info("local node stopped")
     return 0
 

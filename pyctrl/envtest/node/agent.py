@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -47,6 +48,9 @@ from pyctrl.envtest.node.serviceproxy import ServiceProxy
 __all__ = ["NodeAgent", "NodeConfig"]
 
 log = logging.getLogger(__name__)
+
+#: seconds after which a cancelled task that has not ended is logged with its stack
+CANCEL_REPORT_AFTER = 10.0
 
 
 @dataclass
@@ -170,9 +174,7 @@ class NodeAgent:
                 await asyncio.wait_for(node.set_ready(False), 3)
         finally:
             await self._stop_pods()
-            for task in background:
-                task.cancel()
-            await asyncio.gather(*background, return_exceptions=True)
+            await _cancel(background)
             for close in closers:
                 await close()
             await kube.close()
@@ -181,10 +183,7 @@ class NodeAgent:
     async def _stop_pods(self) -> None:
         workers = list(self.workers.values())
         await asyncio.gather(*(w.stop(self.config.stop_grace, pre_stop=False) for w in workers))
-        tasks = list(self._tasks.values())
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await _cancel(list(self._tasks.values()))
 
     def _pod_views(self) -> list[PodView]:
         return list(self.workers.values())
@@ -225,3 +224,21 @@ class NodeAgent:
         self._finished.add(uid)
         if not task.cancelled() and task.exception() is not None:
             log.error("pod worker %s failed", uid, exc_info=task.exception())
+
+
+async def _cancel(tasks: list[asyncio.Task[Any]]) -> None:
+    """Cancel ``tasks`` and wait for them; a task still running after :data:`CANCEL_REPORT_AFTER`
+    seconds is logged with its stack (once), then waited for further (a stop never leaves a task
+    behind that still holds a process or a socket)."""
+    for task in tasks:
+        task.cancel()
+    pending = {t for t in tasks if not t.done()}
+    if not pending:
+        return
+    _, stuck = await asyncio.wait(pending, timeout=CANCEL_REPORT_AFTER)
+    for task in stuck:
+        frames = io.StringIO()
+        task.print_stack(file=frames)
+        log.warning("%.0fs after it was cancelled, still running: %s", CANCEL_REPORT_AFTER, frames.getvalue())
+    if stuck:
+        await asyncio.gather(*stuck, return_exceptions=True)

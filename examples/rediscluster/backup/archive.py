@@ -59,7 +59,9 @@ Guarantees:
   hourly; the current timeline is never deleted.
 
 SIGTERM/SIGINT ship what is left (one last attempt) and exit 0. Exit codes otherwise: 2 bad
-arguments, 3 for good (the credentials are rejected or the bucket is missing at start).
+arguments, 3 for good (the credentials are missing at start) — except with ``--status-port`` (the
+sidecar), which then serves that error as ``storeError`` until stopped instead of exiting: a
+crash-looping sidecar would make its pod NotReady and fail Redis over.
 """
 
 from __future__ import annotations
@@ -416,6 +418,7 @@ class Archiver:
         self.index = TimelineIndex(tid, self.aof_name)
         self.last_incr_seq = 0
         self.resumed = True
+        self.next_retention = 0.0  # a new timeline (a failover): a good moment for retention
         self._record_role("master")
         self.log(f"timeline {tid}: started ({why})")
 
@@ -716,7 +719,7 @@ def _suffix(name: str) -> str:
 
 
 class _StatusHandler(BaseHTTPRequestHandler):
-    archiver: Archiver
+    archiver: Archiver | _Reporting
 
     def do_GET(self) -> None:
         status = self.archiver.status
@@ -747,6 +750,49 @@ class _StatusHandler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
+
+
+class _Reporting:
+    """What the status endpoint serves: an :class:`Archiver`, or a fixed status."""
+
+    def __init__(self, status: dict[str, Any]) -> None:
+        self.status = status
+
+
+def _serve(args: argparse.Namespace, archiver: Archiver | _Reporting) -> ThreadingHTTPServer:
+    handler = type("Handler", (_StatusHandler,), {"archiver": archiver})
+    server = ThreadingHTTPServer((args.status_address, args.status_port), handler)
+    threading.Thread(target=server.serve_forever, name="status", daemon=True).start()
+    return server
+
+
+def _report_only(args: argparse.Namespace, error: str) -> int:
+    """A sidecar that cannot reach its store at all (no credentials): never crash-loop (that would
+    make the pod NotReady and fail Redis over), serve the error until stopped, exit 0."""
+    started = time.time()
+    reporting = _Reporting({})
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    server = _serve(args, reporting)
+    try:
+        while not stop.is_set():
+            reporting.status = {
+                "role": None,
+                "active": False,
+                "timeline": None,
+                "lastArchivedTime": None,
+                "lastArchivedFile": None,
+                "firstRecoverableTime": None,
+                "lagSeconds": round(time.time() - started, 1),
+                "pendingBytes": 0,
+                "storeError": error,
+                "updated": iso(time.time()),
+            }
+            stop.wait(1.0)
+    finally:
+        server.shutdown()
+    return 0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -807,12 +853,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     except (StoreError, ValueError) as exc:
         print(f"archive: {exc}", file=sys.stderr, flush=True)
+        if isinstance(exc, StoreError) and args.status_port is not None:
+            return _report_only(args, str(exc))
         return 3 if isinstance(exc, StoreError) else 2
-    server = None
-    if args.status_port is not None:
-        handler = type("Handler", (_StatusHandler,), {"archiver": archiver})
-        server = ThreadingHTTPServer((args.status_address, args.status_port), handler)
-        threading.Thread(target=server.serve_forever, name="status", daemon=True).start()
+    server = _serve(args, archiver) if args.status_port is not None else None
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: archiver.stop())
     print(

@@ -53,6 +53,7 @@ from pyctrl.client.objects import Condition
 
 __all__ = [
     "ARCHIVER_CONTAINER",
+    "ARCHIVER_UID",
     "CONDITION",
     "STATUS_PORT",
     "apply_archiving",
@@ -140,16 +141,15 @@ def _store_args(s3: S3Destination, namespace: str, cluster: str) -> list[str]:
 
 
 def _store_env(s3: S3Destination) -> list[dict[str, Any]]:
+    """The S3 keys by reference; optional, so a missing Secret never keeps Redis from starting
+    (the archiver then reports the missing credentials, a restore fails naming them)."""
     creds = s3.credentials_secret
     return [
-        {
-            "name": "AWS_ACCESS_KEY_ID",
-            "valueFrom": {"secretKeyRef": {"name": creds.name, "key": creds.access_key_id_key}},
-        },
-        {
-            "name": "AWS_SECRET_ACCESS_KEY",
-            "valueFrom": {"secretKeyRef": {"name": creds.name, "key": creds.secret_access_key_key}},
-        },
+        {"name": var, "valueFrom": {"secretKeyRef": {"name": creds.name, "key": key, "optional": True}}}
+        for var, key in (
+            ("AWS_ACCESS_KEY_ID", creds.access_key_id_key),
+            ("AWS_SECRET_ACCESS_KEY", creds.secret_access_key_key),
+        )
     ]
 
 

@@ -47,7 +47,7 @@ from typing import Any
 
 from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.api.backup import BackupPhase, RedisBackup
-from examples.rediscluster.backup.archiving import pitr_init_container
+from examples.rediscluster.backup.archiving import ARCHIVER_UID, pitr_init_container
 from examples.rediscluster.backup.job import restore_init_container, restore_volumes
 from examples.rediscluster.backup.shards import cluster_restore_init_container
 from examples.rediscluster.cluster.slots import SLOTS, parse_ranges
@@ -71,6 +71,7 @@ class RestoreState:
     blocked: str | None = None  # why no child may be applied yet
     condition: Condition | None = None
     slot_homes: Mapping[int, frozenset[int]] = field(default_factory=dict)  # cluster mode: shard -> slots
+    fs_group: int | None = None  # the pod's fsGroup the init container needs (it runs as non-root)
 
     def apply(self, children: list[dict[str, Any]]) -> None:
         """Add the restore init container and its volumes to the StatefulSet among ``children``."""
@@ -81,6 +82,8 @@ class RestoreState:
                 pod = child["spec"]["template"]["spec"]
                 pod["initContainers"] = [self.init_container]
                 pod["volumes"] = [*pod["volumes"], *self.volumes]
+                if self.fs_group is not None:
+                    pod.setdefault("securityContext", {}).setdefault("fsGroup", self.fs_group)
 
 
 def _condition(cluster: RedisCluster, status: bool, reason: str, message: str, now: str) -> Condition:
@@ -290,7 +293,7 @@ async def _point_in_time(
     )
 
     def seeded(condition: Condition) -> RestoreState:
-        return RestoreState(init_container=init, volumes=volumes, condition=condition)
+        return RestoreState(init_container=init, volumes=volumes, condition=condition, fs_group=ARCHIVER_UID)
 
     if previous is not None and previous.status == "True":
         return seeded(previous)

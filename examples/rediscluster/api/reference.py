@@ -115,8 +115,9 @@ _DESTINATION: dict[str, object] = {
     "s3.caSecret": {"name": "s3-ca"},
     "s3.caSecret.name": "s3-ca",
 }
-for _base in ("spec.destination", "spec.backup.destination", "spec.restoreFrom.archive"):
+for _base in ("spec.destination", "spec.backup.destination"):
     EXAMPLES.update({f"{_base}.{key}": value for key, value in _DESTINATION.items()})
+EXAMPLES.update({f"spec.restoreFrom.archive.{k}": v for k, v in _DESTINATION.items() if k.startswith("s3")})
 
 
 @dataclass(frozen=True)

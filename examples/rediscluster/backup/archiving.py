@@ -346,14 +346,14 @@ async def observe_archive(
     lag_from(new.last_archived_time)
     bound = 3 * archive.archive_timeout_seconds + 10
     store_error = body.get("storeError")
-    if body.get("role") != "master":
+    if store_error:
+        reason, message, ok = "StoreError", f"the archiver of {master} cannot store: {store_error}", False
+    elif body.get("role") != "master":
         reason, message, ok = (
             "Starting",
             f"the archiver of {master} does not see its pod as master yet",
             False,
         )
-    elif store_error:
-        reason, message, ok = "StoreError", f"the archiver of {master} cannot store: {store_error}", False
     elif new.last_archived_time is None:
         reason, message, ok = "Starting", f"the archiver of {master} has not archived a second yet", False
     elif float(body.get("lagSeconds") or 0) > bound:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -225,3 +226,8 @@ async def test_archiving_across_a_failover_and_a_restore_to_a_second_after_it(
     events = envtest.http.get(f"/api/v1/namespaces/{namespace}/events")["items"]
     visible = json.dumps([src.status(), dst.status(), early.status(), events])
     assert object_store.secret_key not in visible
+    logs = ""  # the archivers' logs (the local node's log files)
+    for pod in src.pods().values():
+        logs += (Path(pod["metadata"]["annotations"]["pyctrl.dev/log-dir"]) / "archiver.log").read_text()
+    assert f"timeline {second['timeline']}: started (promoted to master" in logs
+    assert object_store.secret_key not in logs

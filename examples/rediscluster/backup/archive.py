@@ -38,6 +38,9 @@ Guarantees:
 - idempotent restart: the archiver resumes from the store's index (the shipped offset of each
   file, the last segment's bytes compared with the local file's); anything inconsistent starts a new
   timeline;
+- never exits on its own: any unexpected error of a step is logged (once), reported as
+  ``storeError`` and retried at the next poll — a sidecar that exits would make its pod NotReady
+  and fail Redis over;
 - store outages: Redis is never touched; the archiver keeps watching the directory (opening new
   files so none is lost), retries with exponential backoff (1 s to 30 s) and reports the lag;
 - status: a JSON file (``--status-file``, replaced atomically at every poll) and, with
@@ -705,11 +708,22 @@ class Archiver:
         self._stop.set()
 
     def run(self) -> None:
+        failure: str | None = None
         while not self._stop.is_set():
-            self.step()
+            try:
+                self.step()
+                failure = None
+            except Exception as exc:  # any: a sidecar that exits makes its pod NotReady
+                if repr(exc) != failure:  # once per new failure, not every poll
+                    self.log(f"archiving step failed (retrying every {self.poll_interval:g}s): {exc!r}")
+                failure = repr(exc)
+                self.store_error = f"archiver error: {exc}"
+                with contextlib.suppress(Exception):
+                    self.write_status()
             self._stop.wait(self.poll_interval)
         self.next_attempt = 0.0
-        self.step(force=True)  # what is left, once
+        with contextlib.suppress(Exception):
+            self.step(force=True)  # what is left, once
         for f in self.local:
             f.fd.close()
 

@@ -30,6 +30,7 @@ from typing import Any
 
 from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.backup import DEFAULT_IMAGE as DEFAULT_BACKUP_IMAGE
+from examples.rediscluster.backup.archiving import apply_archiving
 from examples.rediscluster.backup.restore import restore_state
 from examples.rediscluster.cluster.mover import SlotMover
 from examples.rediscluster.cluster.reconciler import ClusterModeReconciler
@@ -125,12 +126,24 @@ class RedisClusterReconciler:
             material.tls_invalid
             or await material.write_users(cluster, look.checker())
             or await apply_children(
-                self.client, self.recorder, cluster, lambda: engine.children(cluster, look, plan), restore
+                self.client,
+                self.recorder,
+                cluster,
+                lambda: self._children(engine, cluster, look, plan),
+                restore,
             )
         )
         done = await engine.execute(cluster, look, plan, invalid=invalid, restore=restore)  # 6. engine
         done.reloading = not done.acted and await material.reload(done.cluster, look.answering())
         return await engine.status(look, plan, done)  # 7. status
+
+    async def _children(
+        self, engine: Engine[Any, Any, Any], cluster: RedisCluster, look: Any, plan: Any
+    ) -> list[dict[str, Any]]:
+        """The mode's desired children, with the archiver sidecar when ``spec.backup.archive`` asks."""
+        children = await engine.children(cluster, look, plan)
+        apply_archiving(cluster, children, self.backup_image)
+        return children
 
     async def _fetch(self, request: Request) -> RedisCluster | None:
         """The RedisCluster from the cache; None (and every room forgets it) once it is gone."""

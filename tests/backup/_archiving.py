@@ -43,6 +43,7 @@ class ArchiverProcess:
     prefix: str = "clusters/"
     timeout: float = 1.0
     status_port: int | None = None
+    extra: list[str] = field(default_factory=list)
     process: ManagedProcess | None = None
 
     @property
@@ -83,7 +84,7 @@ class ArchiverProcess:
         argv += ["--archive-timeout-seconds", str(self.timeout), "--poll-interval", "0.2"]
         if self.status_port is not None:
             argv += ["--status-port", str(self.status_port), "--status-address", "127.0.0.1"]
-        argv += self.s3_args()
+        argv += [*self.extra, *self.s3_args()]
         self.process = start_process("archiver", argv, self.log_path, attached=True, env=self.env())
 
     def stop(self) -> None:

@@ -246,3 +246,52 @@ def test_a_store_outage_is_reported_caught_up_and_a_restarted_archiver_resumes_i
         _check_cut(_restored_keys(redis_servers, out), writer, target)
     finally:
         s3.cleanup()
+
+
+def test_only_the_master_ships_a_promotion_starts_a_new_timeline_and_retention_drops_old_ones(
+    redis_servers: RedisServers, object_store: ObjectStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The role gate (a downward-API labels file): as a replica the archiver ships nothing; as
+    master it opens a timeline (base first); demoted it stops; promoted again it starts a NEW
+    timeline, and retention (2 s here) deletes the old one, never the current one."""
+    (server,) = redis_servers.start(1, extra=AOF_ARGS)
+    labels = tmp_path / "labels"
+    labels.write_text('app.kubernetes.io/name="redis"\nredis.pyctrl.dev/role="replica"\n')
+    prefix = "gate/"
+    archiver = ArchiverProcess(
+        server.dir,
+        object_store,
+        BUCKET,
+        prefix=prefix,
+        extra=["--role-file", str(labels), "--retention-days", str(2 / 86400)],
+    )
+    store = _archive(object_store, monkeypatch, prefix)
+    client = server.client()
+    try:
+        archiver.start()
+        client.set("before", "1")
+        poll_until("the replica's status", lambda: archiver.status().get("role") == "replica", 60)
+        _wait_until(time.time() + 2)  # a few polls as a replica
+        assert archiver.status()["active"] is False
+        assert store.timelines() == []  # a replica ships nothing
+        labels.write_text('redis.pyctrl.dev/role="master"\n')
+        poll_until("a first archived second", lambda: archiver.last_archived() > 0, 60)
+        first = archiver.status()["timeline"]
+        index = store.read_index(first)
+        assert index is not None
+        assert index.files[0].kind == "base"
+        labels.write_text('redis.pyctrl.dev/role="replica"\n')
+        poll_until("the archiver idle", lambda: archiver.status().get("active") is False, 60)
+        labels.write_text('redis.pyctrl.dev/role="master"\n')
+        poll_until(
+            "a second timeline",
+            lambda: archiver.status().get("timeline") not in (None, first) and archiver.last_archived() > 0,
+            60,
+        )
+        second = archiver.status()["timeline"]
+        poll_until("retention to delete the first timeline", lambda: store.timelines() == [second], 60)
+    finally:
+        archiver.stop()
+    log = archiver.log_path.read_text()
+    assert "promoted to master" in log
+    assert f"retention: timeline {first} deleted" in log

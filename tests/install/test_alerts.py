@@ -13,7 +13,7 @@ ALERTS = CHART / "files" / "alerts.yaml"
 
 def test_the_alert_rules_are_valid_prometheus_rules(promtool: str) -> None:
     result = run(promtool, "check", "rules", str(ALERTS))
-    assert "SUCCESS: 19 rules found" in result.stdout + result.stderr
+    assert "SUCCESS: 20 rules found" in result.stdout + result.stderr
 
 
 def test_each_alert_fires_on_its_condition_and_not_on_healthy_series(promtool: str) -> None:

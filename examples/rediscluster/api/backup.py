@@ -19,15 +19,19 @@ Guarantees (enforced by the apiserver through the generated schema, CEL included
 from __future__ import annotations
 
 import enum
+from datetime import datetime
 from typing import Annotated, ClassVar
 
-from pydantic import ConfigDict, Field, JsonValue, field_validator
+from pydantic import ConfigDict, Field, JsonValue, field_validator, model_validator
 
 from pyctrl.client.gvk import GroupVersionKind
 from pyctrl.client.objects.meta import Condition, KubeModel, KubeObject
 from pyctrl.crdgen import CRDMeta, PrinterColumn
 
 __all__ = [
+    "ArchiveSource",
+    "ArchiveSpec",
+    "ArchiveStatus",
     "BackupDestination",
     "BackupPhase",
     "BackupSchedule",
@@ -241,6 +245,23 @@ class RedisBackup(KubeObject):
     status: RedisBackupStatus | None = None
 
 
+class ArchiveSpec(KubeModel):
+    """Continuous archiving of the master's append-only file to ``spec.backup.destination`` (S3),
+    for a restore to any second (``spec.restoreFrom.pointInTime``). Replication mode with
+    ``enablePersistence`` only; the condition ``ContinuousArchiving`` says why otherwise."""
+
+    model_config = _SPEC_CONFIG
+
+    enabled: bool = True
+    """Run the archiver sidecar (the master's ships; replicas idle until promoted)."""
+    archive_timeout_seconds: int = Field(default=60, ge=5, le=3600)
+    """The file being written is shipped at least this often: a lost volume loses at most about
+    this many seconds plus 3 of acknowledged writes (the RPO)."""
+    retention_days: int | None = Field(default=None, ge=1, le=3650)
+    """Delete archived timelines whose last archived second is older than this many days (the
+    current timeline is never deleted); none: keep every timeline."""
+
+
 class BackupSchedule(KubeModel):
     """Backups of a RedisCluster on a cron schedule, the newest ``keep`` kept."""
 
@@ -255,12 +276,86 @@ class BackupSchedule(KubeModel):
     """How many scheduled backups to keep; older ones are deleted, object and RedisBackup."""
     on_delete: bool = False
     """Take a final backup when the RedisCluster is deleted (its deletion waits for it)."""
+    archive: ArchiveSpec | None = None
+    """Continuous archiving of the append-only file (point-in-time recovery) to destination.s3."""
 
 
-class RestoreSource(KubeModel):
-    """Seed a new RedisCluster from a backup."""
+class ArchiveSource(KubeModel):
+    """The archive a point-in-time restore reads: a cluster's archive in an S3 store."""
 
     model_config = _SPEC_CONFIG
 
-    backup_name: str = Field(min_length=1)
+    cluster_name: str = Field(min_length=1, max_length=253)
+    """The RedisCluster (same namespace) whose archive it is; it may be gone."""
+    s3: S3Destination
+    """The store and prefix that cluster archived to (its spec.backup.destination.s3)."""
+
+
+_RESTORE_RULES: list[JsonValue] = [
+    {
+        "rule": "has(self.backupName) != has(self.pointInTime)",
+        "message": "exactly one of backupName and pointInTime must be set",
+    },
+    {
+        "rule": "has(self.pointInTime) == has(self.archive)",
+        "message": "pointInTime needs archive (the source cluster and its store), and archive pointInTime",
+    },
+]
+
+
+class RestoreSource(KubeModel):
+    """Seed a new RedisCluster from a backup (``backupName``) or from an archive at a second
+    (``pointInTime`` with ``archive``)."""
+
+    model_config = ConfigDict(
+        strict=True,
+        use_attribute_docstrings=True,
+        json_schema_extra={"x-kubernetes-validations": _RESTORE_RULES},
+    )
+
+    backup_name: str | None = Field(default=None, min_length=1)
     """A Succeeded RedisBackup in the same namespace."""
+    point_in_time: _Timestamp | None = None
+    """Restore the archive to this second (RFC 3339, e.g. 2026-12-03T15:20:00Z): every write up
+    to its end is kept, none after it. Refused, naming the recoverable ranges, outside them."""
+    archive: ArchiveSource | None = None
+    """The archive pointInTime reads."""
+
+    @field_validator("point_in_time")
+    @classmethod
+    def _rfc3339(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            except ValueError:
+                raise ValueError(f"pointInTime {value!r} is not an RFC 3339 time") from None
+            if when.tzinfo is None:
+                raise ValueError(f"pointInTime {value!r} needs a time zone (Z or an offset)")
+        return value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> RestoreSource:  # the CEL rules above, for model_validate
+        if (self.backup_name is None) == (self.point_in_time is None):
+            raise ValueError("exactly one of backupName and pointInTime must be set")
+        if (self.point_in_time is None) != (self.archive is None):
+            raise ValueError(
+                "pointInTime needs archive (the source cluster and its store), and archive pointInTime"
+            )
+        return self
+
+
+class ArchiveStatus(KubeModel):
+    """Continuous archiving as the master's archiver reports it (``spec.backup.archive``)."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    pod: str | None = None
+    """The pod whose archiver ships (the master)."""
+    timeline: str | None = None
+    """The timeline being archived (one per master's volume; a failover starts a new one)."""
+    last_archived_time: _Timestamp | None = None
+    """Every write up to this second is in the store."""
+    last_archived_file: str | None = None
+    """The AOF file most recently shipped (in part or whole)."""
+    first_recoverable_time: _Timestamp | None = None
+    """The earliest second of this timeline a restore can reach."""

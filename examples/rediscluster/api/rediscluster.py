@@ -27,7 +27,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import ConfigDict, Field, JsonValue, model_validator
 
 from examples.rediscluster.api import redisconf
-from examples.rediscluster.api.backup import BackupSchedule, RestoreSource
+from examples.rediscluster.api.backup import ArchiveStatus, BackupSchedule, RestoreSource
 from examples.rediscluster.api.scheduling import Affinity, Toleration, TopologySpreadConstraint
 from pyctrl.client.gvk import GroupVersionKind
 from pyctrl.client.objects.meta import Condition, KubeModel, KubeObject
@@ -307,7 +307,7 @@ class RedisClusterSpec(KubeModel):
     backup: BackupSchedule | None = None
     """Scheduled backups, their retention and the final backup on delete (see RedisBackup)."""
     restore_from: RestoreSource | None = None
-    """Seed the cluster from a RedisBackup when it is created."""
+    """Seed the cluster when it is created: from a RedisBackup, or from an archive at a second."""
     monitoring: Monitoring = Field(default_factory=Monitoring)
     """Redis metrics: the redis_exporter sidecar (on by default)."""
 
@@ -387,6 +387,8 @@ class RedisClusterStatus(KubeModel):
     """StatefulSet revision the pods not yet rolled run (the update revision once all are)."""
     update_revision: str | None = None
     """StatefulSet revision of the current pod template, which a rollout brings every pod to."""
+    archive: ArchiveStatus | None = None
+    """Continuous archiving (spec.backup.archive): the recoverable range of the current timeline."""
 
 
 # The conversion hub (pyctrl.conversion.Hub) and the type the operator reconciles;

@@ -80,6 +80,19 @@ EXAMPLES: dict[str, object] = {
     "spec.backup.onDelete": True,
     "spec.restoreFrom": {"backupName": "shop-manual"},
     "spec.restoreFrom.backupName": "shop-manual",
+    "spec.backup.archive": {"archiveTimeoutSeconds": 60, "retentionDays": 14},
+    "spec.backup.archive.archiveTimeoutSeconds": 30,
+    "spec.backup.archive.retentionDays": 14,
+    "spec.restoreFrom.pointInTime": "2026-12-03T15:20:00Z",
+    "spec.restoreFrom.archive": {
+        "clusterName": "shop",
+        "s3": {
+            "endpoint": "https://s3.example.com",
+            "bucket": "backups",
+            "credentialsSecret": {"name": "s3-creds"},
+        },
+    },
+    "spec.restoreFrom.archive.clusterName": "shop",
     "spec.clusterName": "shop",
     "spec.destination": {"s3": {"endpoint": "https://s3.example.com", "bucket": "backups"}},
 }
@@ -104,6 +117,7 @@ _DESTINATION: dict[str, object] = {
 }
 for _base in ("spec.destination", "spec.backup.destination"):
     EXAMPLES.update({f"{_base}.{key}": value for key, value in _DESTINATION.items()})
+EXAMPLES.update({f"spec.restoreFrom.archive.{k}": v for k, v in _DESTINATION.items() if k.startswith("s3")})
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,9 @@ Guarantees:
 - idempotent restart: the archiver resumes from the store's index (the shipped offset of each
   file, the last segment's bytes compared with the local file's); anything inconsistent starts a new
   timeline;
+- never exits on its own: any unexpected error of a step is logged (once), reported as
+  ``storeError`` and retried at the next poll — a sidecar that exits would make its pod NotReady
+  and fail Redis over;
 - store outages: Redis is never touched; the archiver keeps watching the directory (opening new
   files so none is lost), retries with exponential backoff (1 s to 30 s) and reports the lag;
 - status: a JSON file (``--status-file``, replaced atomically at every poll) and, with
@@ -48,8 +51,20 @@ Guarantees:
 - secrets: the S3 key pair comes only from the environment (``AWS_ACCESS_KEY_ID``,
   ``AWS_SECRET_ACCESS_KEY``: ``secretKeyRef`` in the pod) and is never in argv, the status or logs.
 
+- role gate (``--role-file``: a downward-API file of the pod's labels): only while the label
+  ``--role-label`` (default ``redis.pyctrl.dev/role``) says ``master`` does the archiver ship;
+  otherwise it idles (a replica's AOF is another master's writes) and records that in the state
+  dir, so a pod promoted later starts a **new timeline** from its current base (a failover never
+  continues the old master's timeline); an unreadable file is "not master". Without
+  ``--role-file`` it always ships;
+- retention (``--retention-days``): the shipping archiver deletes every other timeline whose
+  last archived second (its first base's when it has none) is older than that, at start and
+  hourly; the current timeline is never deleted.
+
 SIGTERM/SIGINT ship what is left (one last attempt) and exit 0. Exit codes otherwise: 2 bad
-arguments, 3 for good (the credentials are rejected or the bucket is missing at start).
+arguments, 3 for good (the credentials are missing at start) — except with ``--status-port`` (the
+sidecar), which then serves that error as ``storeError`` until stopped instead of exiting: a
+crash-looping sidecar would make its pod NotReady and fail Redis over.
 """
 
 from __future__ import annotations
@@ -93,7 +108,9 @@ __all__ = [
 ]
 
 INDEX = "index.json"
+ROLE_LABEL = "redis.pyctrl.dev/role"
 _BACKOFF_MAX = 30.0
+_RETENTION_EVERY = 3600.0
 _WRITE_POSTPONE_BOUND = 3  # Redis postpones an everysec write by < 2 s; one more for the second
 
 
@@ -293,6 +310,22 @@ class ArchiveStore:
         data = json.dumps(index.to_json(), sort_keys=True).encode()
         self.put(f"{index.timeline}/{INDEX}", io.BytesIO(data))
 
+    def delete_timeline(self, timeline: str) -> int:
+        """Delete every object of ``timeline`` (its index first, so a half-deleted timeline is
+        never offered to a restore); the number of objects deleted."""
+        client, bucket = self.s3.client, self.s3.bucket
+        root = f"{self.prefix}{timeline}/"
+        try:
+            client.delete_object(Bucket=bucket, Key=root + INDEX)
+            deleted = 1
+            for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=root):
+                for obj in page.get("Contents", []):
+                    client.delete_object(Bucket=bucket, Key=obj["Key"])
+                    deleted += 1
+        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
+            raise self.s3._error(exc) from exc
+        return deleted
+
     def timelines(self) -> list[str]:
         """Every timeline of the cluster, oldest first (ids sort by their start)."""
         client, bucket = self.s3.client, self.s3.bucket
@@ -316,6 +349,13 @@ class _Local:
     done: bool = False  # base: stored; incr: closed and stored to its end
 
 
+def _timeline_start(timeline: str) -> int | None:
+    try:
+        return int(datetime.strptime(timeline[:16], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC).timestamp())
+    except ValueError:
+        return None
+
+
 def _new_timeline_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
 
@@ -333,10 +373,18 @@ class Archiver:
         archive_timeout: float = 60.0,
         poll_interval: float = 0.5,
         status_file: Path | None = None,
+        role_file: Path | None = None,
+        role_label: str = ROLE_LABEL,
+        retention_days: float | None = None,
         log: Any = None,
     ) -> None:
         if archive_timeout <= 0 or poll_interval <= 0:
             raise ValueError("--archive-timeout-seconds and --poll-interval must be positive")
+        if retention_days is not None and retention_days <= 0:
+            raise ValueError("--retention-days must be positive")
+        self.role_file, self.role_label, self.retention_days = role_file, role_label, retention_days
+        self.role: str | None = None if role_file is not None else "master"
+        self.next_retention = 0.0
         self.store, self.aof_dir, self.state_dir = store, aof_dir, state_dir
         self.aof_name, self.timeout, self.poll_interval = aof_name, archive_timeout, poll_interval
         self.status_file = status_file
@@ -373,11 +421,80 @@ class Archiver:
         self.index = TimelineIndex(tid, self.aof_name)
         self.last_incr_seq = 0
         self.resumed = True
+        self.next_retention = 0.0  # a new timeline (a failover): a good moment for retention
+        self._record_role("master")
         self.log(f"timeline {tid}: started ({why})")
+
+    def _role_record(self) -> Path:
+        return self.state_dir / "role"
+
+    def read_role(self) -> str | None:
+        """The pod's role from ``--role-file`` (``master`` without one); None when unreadable."""
+        if self.role_file is None:
+            return "master"
+        try:
+            text = self.role_file.read_text()
+        except OSError:
+            return None
+        for line in text.splitlines():
+            key, sep, value = line.partition("=")
+            if sep and key.strip() == self.role_label:
+                return value.strip().strip('"')
+        return None
+
+    def _record_role(self, role: str) -> None:
+        record = self._role_record()
+        with contextlib.suppress(OSError):
+            if record.exists() and record.read_text().strip() == role:
+                return
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        partial = record.with_suffix(".partial")
+        partial.write_text(role + "\n")
+        partial.rename(record)
+
+    def _was_replica(self) -> bool:
+        try:
+            return self._role_record().read_text().strip() != "master"
+        except OSError:
+            return False
+
+    def _idle(self) -> None:
+        """Not (or no longer) master: let go of every file, ship nothing, remember it."""
+        if self.resumed and self.index is not None:
+            with contextlib.suppress(StoreError, OSError):
+                self.ship(force=True)  # what the demoted master wrote last, once
+            self.log(f"timeline {self.index.timeline}: paused, this pod is not master")
+        for f in self.local:
+            f.fd.close()
+        self.local, self.index, self.resumed = [], None, False
+        self.store_error = None
+        with contextlib.suppress(OSError):
+            self._record_role("replica")
+
+    def _prune(self) -> None:
+        """Retention: delete other timelines that ended more than ``retention_days`` ago."""
+        if self.retention_days is None or self.index is None or time.time() < self.next_retention:
+            return
+        cutoff = time.time() - self.retention_days * 86400
+        for tid in self.store.timelines():
+            if tid == self.index.timeline:
+                continue
+            index = self.store.read_index(tid)
+            ended = _timeline_start(tid)  # no index (yet): its id's start
+            if index is not None:
+                ended = index.last_archived_time or index.first_recoverable_time or ended
+            if ended is None or ended >= cutoff:
+                continue
+            n = self.store.delete_timeline(tid)
+            self.log(f"retention: timeline {tid} deleted ({n} objects, ended {iso(ended)})")
+        self.next_retention = time.time() + _RETENTION_EVERY
 
     def _resume(self) -> None:
         """Go on with the state dir's timeline from the store's index, or start a new one."""
         path = self._timeline_file()
+        if self._was_replica():
+            self._start_timeline("promoted to master: a new timeline from this volume's AOF")
+            return
         if not path.exists():
             self._start_timeline("no timeline on this volume yet")
             return
@@ -414,6 +531,7 @@ class Archiver:
             self._start_timeline("the directory's AOF is older than the archived one")
             return
         self.resumed = True
+        self._record_role("master")
         self.log(f"timeline {tid}: resumed ({len(index.files)} files archived)")
 
     # --- watching the directory ---------------------------------------------------------------
@@ -537,6 +655,8 @@ class Archiver:
         last = index.last_archived_time if index else None
         now = time.time()
         status = {
+            "role": self.role,
+            "active": self.resumed,
             "timeline": index.timeline if index else None,
             "lastArchivedTime": iso(last),
             "lastArchivedFile": index.last_archived_file if index else None,
@@ -557,6 +677,11 @@ class Archiver:
     def step(self, *, force: bool = False) -> None:
         """One round: resume if needed, poll, ship when the store is not in backoff."""
         now = time.time()
+        self.role = self.read_role()
+        if self.role != "master":
+            self._idle()
+            self.write_status()
+            return
         try:
             if not self.resumed and now >= self.next_attempt:
                 if not self.manifest.exists():
@@ -567,6 +692,7 @@ class Archiver:
             self.poll()
             if self.resumed and (force or now >= self.next_attempt):
                 self.ship(force=force)
+                self._prune()
                 if self.store_error is not None:
                     self.log("the store answers again: archiving goes on")
                 self.store_error, self.backoff = None, 1.0
@@ -582,11 +708,22 @@ class Archiver:
         self._stop.set()
 
     def run(self) -> None:
+        failure: str | None = None
         while not self._stop.is_set():
-            self.step()
+            try:
+                self.step()
+                failure = None
+            except Exception as exc:  # any: a sidecar that exits makes its pod NotReady
+                if repr(exc) != failure:  # once per new failure, not every poll
+                    self.log(f"archiving step failed (retrying every {self.poll_interval:g}s): {exc!r}")
+                failure = repr(exc)
+                self.store_error = f"archiver error: {exc}"
+                with contextlib.suppress(Exception):
+                    self.write_status()
             self._stop.wait(self.poll_interval)
         self.next_attempt = 0.0
-        self.step(force=True)  # what is left, once
+        with contextlib.suppress(Exception):
+            self.step(force=True)  # what is left, once
         for f in self.local:
             f.fd.close()
 
@@ -596,7 +733,7 @@ def _suffix(name: str) -> str:
 
 
 class _StatusHandler(BaseHTTPRequestHandler):
-    archiver: Archiver
+    archiver: Archiver | _Reporting
 
     def do_GET(self) -> None:
         status = self.archiver.status
@@ -629,6 +766,49 @@ class _StatusHandler(BaseHTTPRequestHandler):
         pass
 
 
+class _Reporting:
+    """What the status endpoint serves: an :class:`Archiver`, or a fixed status."""
+
+    def __init__(self, status: dict[str, Any]) -> None:
+        self.status = status
+
+
+def _serve(args: argparse.Namespace, archiver: Archiver | _Reporting) -> ThreadingHTTPServer:
+    handler = type("Handler", (_StatusHandler,), {"archiver": archiver})
+    server = ThreadingHTTPServer((args.status_address, args.status_port), handler)
+    threading.Thread(target=server.serve_forever, name="status", daemon=True).start()
+    return server
+
+
+def _report_only(args: argparse.Namespace, error: str) -> int:
+    """A sidecar that cannot reach its store at all (no credentials): never crash-loop (that would
+    make the pod NotReady and fail Redis over), serve the error until stopped, exit 0."""
+    started = time.time()
+    reporting = _Reporting({})
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    server = _serve(args, reporting)
+    try:
+        while not stop.is_set():
+            reporting.status = {
+                "role": None,
+                "active": False,
+                "timeline": None,
+                "lastArchivedTime": None,
+                "lastArchivedFile": None,
+                "firstRecoverableTime": None,
+                "lagSeconds": round(time.time() - started, 1),
+                "pendingBytes": 0,
+                "storeError": error,
+                "updated": iso(time.time()),
+            }
+            stop.wait(1.0)
+    finally:
+        server.shutdown()
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m examples.rediscluster.backup.archive")
     p.add_argument("--aof-dir", required=True, type=Path, help="redis-server's appenddirname")
@@ -639,6 +819,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--status-address", default="0.0.0.0", help="the address of --status-port")
     p.add_argument("--archive-timeout-seconds", type=float, default=60.0)
     p.add_argument("--poll-interval", type=float, default=0.5)
+    p.add_argument("--role-file", type=Path, help="the pod's labels (downward API): ship only as master")
+    p.add_argument("--role-label", default=ROLE_LABEL, help="the label of --role-file holding the role")
+    p.add_argument("--retention-days", type=float, help="delete other timelines ended this long ago")
     add_store_arguments(p)
     return p
 
@@ -678,15 +861,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             archive_timeout=args.archive_timeout_seconds,
             poll_interval=args.poll_interval,
             status_file=args.status_file,
+            role_file=args.role_file,
+            role_label=args.role_label,
+            retention_days=args.retention_days,
         )
     except (StoreError, ValueError) as exc:
         print(f"archive: {exc}", file=sys.stderr, flush=True)
+        if isinstance(exc, StoreError) and args.status_port is not None:
+            return _report_only(args, str(exc))
         return 3 if isinstance(exc, StoreError) else 2
-    server = None
-    if args.status_port is not None:
-        handler = type("Handler", (_StatusHandler,), {"archiver": archiver})
-        server = ThreadingHTTPServer((args.status_address, args.status_port), handler)
-        threading.Thread(target=server.serve_forever, name="status", daemon=True).start()
+    server = _serve(args, archiver) if args.status_port is not None else None
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: archiver.stop())
     print(

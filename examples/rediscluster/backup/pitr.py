@@ -234,6 +234,11 @@ def _parser() -> argparse.ArgumentParser:
     restore.add_argument("--aof-name", default="appendonly.aof")
     restore.add_argument("--timeline")
     restore.add_argument("--base-seq", type=int)
+    restore.add_argument(
+        "--keep-existing",
+        action="store_true",
+        help="an init container: exit 0 when the directory holds an AOF already or RESTORE_DONE=true",
+    )
     for cmd in (ranges, restore):
         add_store_arguments(cmd)
     return p
@@ -241,6 +246,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "restore":
+        aof = AppendOnlyFiles(args.aof_dir, args.aof_name)
+        if args.keep_existing and (os.environ.get("RESTORE_DONE") == "true" or aof.exists()):
+            why = f"{aof.manifest} exists" if aof.exists() else "the cluster was restored already"
+            print(json.dumps({"skipped": why}), flush=True)
+            return 0
     try:
         store = store_from_arguments(args)
         if args.command == "range":
@@ -255,15 +266,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(json.dumps(out, indent=2))
             return 0
         started = time.monotonic()
+        os.umask(0o002)  # the directory and files group-writable: Redis may run as another uid of the group
         result = restore_to_time(
             store,
             parse_time(args.target_time),
-            AppendOnlyFiles(args.aof_dir, args.aof_name),
+            aof,
             timeline=args.timeline,
             base_seq=args.base_seq,
             progress=lambda msg: print(msg, file=sys.stderr, flush=True),
         )
     except (PitrError, StoreError) as exc:
+        # the last line is the container's termination message (FallbackToLogsOnError)
         print(json.dumps({"error": str(exc)}), flush=True)
         return 3
     print(

@@ -39,12 +39,15 @@ as it is (a pod restarted before the restore was done keeps what it has).
 
 from __future__ import annotations
 
+import contextlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.api.backup import BackupPhase, RedisBackup
+from examples.rediscluster.backup.archiving import ARCHIVER_UID, pitr_init_container
 from examples.rediscluster.backup.job import restore_init_container, restore_volumes
 from examples.rediscluster.backup.shards import cluster_restore_init_container
 from examples.rediscluster.cluster.slots import SLOTS, parse_ranges
@@ -68,6 +71,7 @@ class RestoreState:
     blocked: str | None = None  # why no child may be applied yet
     condition: Condition | None = None
     slot_homes: Mapping[int, frozenset[int]] = field(default_factory=dict)  # cluster mode: shard -> slots
+    fs_group: int | None = None  # the pod's fsGroup the init container needs (it runs as non-root)
 
     def apply(self, children: list[dict[str, Any]]) -> None:
         """Add the restore init container and its volumes to the StatefulSet among ``children``."""
@@ -78,6 +82,8 @@ class RestoreState:
                 pod = child["spec"]["template"]["spec"]
                 pod["initContainers"] = [self.init_container]
                 pod["volumes"] = [*pod["volumes"], *self.volumes]
+                if self.fs_group is not None:
+                    pod.setdefault("securityContext", {}).setdefault("fsGroup", self.fs_group)
 
 
 def _condition(cluster: RedisCluster, status: bool, reason: str, message: str, now: str) -> Condition:
@@ -98,7 +104,10 @@ def _failed_restore(pods: Mapping[str, Pod]) -> str | None:
                 terminated = state.get("terminated") or {}
                 if terminated and terminated.get("exitCode", 0) != 0:
                     text = str(terminated.get("message") or f"exit code {terminated.get('exitCode')}").strip()
-                    return f"pod {pod.name}: {text.splitlines()[-1] if text else text}"
+                    last = text.splitlines()[-1] if text else text
+                    with contextlib.suppress(ValueError, TypeError, KeyError):
+                        last = str(json.loads(last)["error"])  # backup.pitr's {"error": ...} line
+                    return f"pod {pod.name}: {last}"
     return None
 
 
@@ -177,6 +186,9 @@ async def _restore_state(
         (c for c in (cluster.status.conditions if cluster.status else []) if c.type == RESTORED), None
     )
     done = previous is not None and previous.status == "True"
+    if source.point_in_time is not None:
+        return await _point_in_time(client, cluster, pods, image, now, previous=previous)
+    assert source.backup_name is not None  # the API: exactly one of backupName and pointInTime
     try:
         backup: RedisBackup | None = await client.get(
             RedisBackup, source.backup_name, namespace=cluster.namespace
@@ -243,3 +255,58 @@ async def _restore_state(
         return seeded(_condition(cluster, True, RESTORED, message, now))
     why = f"seeding the {'shard masters' if sharded else 'first master'} from {source_text}"
     return seeded(_condition(cluster, False, "Restoring", why, now))
+
+
+async def _point_in_time(
+    client: Client,
+    cluster: RedisCluster,
+    pods: Mapping[str, Pod],
+    image: str,
+    now: str,
+    *,
+    previous: Condition | None,
+) -> RestoreState:
+    """``spec.restoreFrom.pointInTime``: every pod's init container assembles the AOF at that
+    second from the archive (``backup.pitr``); Restored as for a backup."""
+    source = cluster.spec.restore_from
+    assert source is not None
+    assert source.point_in_time is not None
+    assert source.archive is not None
+    refused = None
+    if cluster.spec.mode == "cluster":
+        refused = "a point-in-time restore is for mode: replication only (cluster mode has no archive)"
+    elif not cluster.spec.enable_persistence:
+        refused = (
+            "a point-in-time restore needs spec.enablePersistence: true (Redis loads the restored "
+            "append-only file only with appendonly yes)"
+        )
+    if refused is not None:
+        return RestoreState(
+            blocked=refused, condition=_condition(cluster, False, "RestoreFailed", refused, now)
+        )
+    init, volumes = pitr_init_container(cluster, image)
+    s3 = source.archive.s3
+    source_text = (
+        f"the archive of RedisCluster {source.archive.cluster_name} "
+        f"(s3://{s3.bucket}/{s3.prefix}{cluster.namespace}/{source.archive.cluster_name}/archive/) "
+        f"at {source.point_in_time}"
+    )
+
+    def seeded(condition: Condition) -> RestoreState:
+        return RestoreState(init_container=init, volumes=volumes, condition=condition, fs_group=ARCHIVER_UID)
+
+    if previous is not None and previous.status == "True":
+        return seeded(previous)
+    failed = _failed_restore(pods)
+    if failed is not None:
+        return seeded(_condition(cluster, False, "RestoreFailed", f"restoring {source_text}: {failed}", now))
+    serving, serves = _serving(cluster, None)
+    if serving:
+        cm = _done_config_map(cluster)
+        set_controller_reference(cluster, cm)
+        try:
+            await client.get(ConfigMap, cm["metadata"]["name"], namespace=cluster.namespace)
+        except NotFound:
+            await client.create(cm)
+        return seeded(_condition(cluster, True, RESTORED, f"restored {source_text}; {serves}", now))
+    return seeded(_condition(cluster, False, "Restoring", f"restoring {source_text} into every pod", now))

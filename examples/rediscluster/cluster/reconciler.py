@@ -35,6 +35,7 @@ from typing import Any
 
 from examples.rediscluster.api import RedisCluster, RedisClusterPhase, RedisClusterStatus
 from examples.rediscluster.api.intents import unsupported_in_cluster_mode
+from examples.rediscluster.backup.archiving import archive_condition
 from examples.rediscluster.backup.restore import RestoreState
 from examples.rediscluster.cluster import admin
 from examples.rediscluster.cluster import metrics as cluster_metrics
@@ -165,6 +166,7 @@ class ClusterModeReconciler:
         if (unsupported := unsupported_in_cluster_mode(cluster)) is not None:
             old = cluster.status or RedisClusterStatus()
             intents = condition(old, "Intents", False, "UnsupportedInClusterMode", unsupported, now=now)
+        archive = archive_condition(cluster, cluster.status or RedisClusterStatus(), now)
         new = with_revisions(
             cluster_status(
                 cluster,
@@ -173,7 +175,7 @@ class ClusterModeReconciler:
                 now,
                 resharding=done.resharding,
                 invalid_spec=done.invalid,
-                extra_conditions=[c for c in (done.restored, progressing, intents) if c is not None],
+                extra_conditions=[c for c in (done.restored, progressing, intents, archive) if c is not None],
             ),
             rollout,
         )

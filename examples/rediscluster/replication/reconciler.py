@@ -39,6 +39,7 @@ from examples.rediscluster.api.intents import (
     hibernation,
     switchover_to,
 )
+from examples.rediscluster.backup import archiving
 from examples.rediscluster.backup.restore import RestoreState
 from examples.rediscluster.replication.decision import (
     ACTING_REQUEUE,
@@ -120,6 +121,7 @@ class ReplicationModeReconciler:
 
     def forget(self, namespace: str, name: str) -> None:
         self.prober.forget((namespace, name))
+        archiving.forget(namespace, name)
         self.rollout.forget(namespace, name)
         self.live_config.forget(namespace, name)
 
@@ -219,6 +221,14 @@ class ReplicationModeReconciler:
             return await self._hibernation_status(cluster, look, now)
         extra = [done.restored, progressing_condition(cluster, rollout, now), done.volumes]
         extra.append(_hibernated_condition(cluster, look, the_plan.converged, now))
+        archive, archiving_condition = await archiving.observe_archive(
+            cluster,
+            look.pods,
+            cluster.status.current_master if cluster.status else None,
+            now,
+            io_seconds=min(self.io_timeout, 2.0),
+        )
+        extra.append(archiving_condition)
         new = with_revisions(
             observed_status(
                 cluster,
@@ -231,6 +241,7 @@ class ReplicationModeReconciler:
             ),
             rollout,
         )
+        new.archive = archive
         metrics.observe_status(cluster.namespace, cluster.name, cluster.spec.replicas, new)
         metrics.observe_nodes(cluster.namespace, cluster.name, observed.nodes)
         await write_status(self.client, cluster, new)

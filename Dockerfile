@@ -1,6 +1,6 @@
 # The RedisCluster operator image: pyctrl + the operator in a venv, running as a non-root user.
 # Build: docker build -t pyctrl/rediscluster-operator:0.1.0 .   (or `make image`: buildah, no daemon)
-# BASE: any image with python3 >= 3.11 and its venv module; `make image` passes a Debian bookworm
+# BASE: any Debian-based image with python3 >= 3.11 and its venv module; `make image` passes a Debian bookworm
 # root filesystem made by mmdebstrap (no registry is reachable where this project is developed).
 ARG BASE=python:3.11-slim
 FROM ${BASE} AS build
@@ -18,6 +18,10 @@ LABEL org.opencontainers.image.title="rediscluster-operator" \
       org.opencontainers.image.version="0.1.0" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=build /opt/venv /opt/venv
+# redis-check-aof: a point-in-time restore (the restore init container runs this image) cuts the
+# append-only file at the target second with it. `make image`'s base already holds it.
+RUN command -v redis-check-aof >/dev/null || { apt-get update && \
+    apt-get install -y --no-install-recommends redis-tools && rm -rf /var/lib/apt/lists/*; }
 ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 WORKDIR /app
 COPY examples/__init__.py examples/__init__.py

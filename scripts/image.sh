@@ -16,8 +16,9 @@ say() { echo "image: $*" >&2; }
 version="$(awk -F'"' '/^version = /{print $2; exit}' pyproject.toml)"
 cache="${PYCTRL_CACHE_DIR:-$HOME/.cache/pyctrl}/image"
 archive="$cache/rediscluster-operator-$version.oci.tar"
-base_tar="$cache/base-bookworm.tar"
-base_image="localhost/pyctrl-base:bookworm"
+# the base holds redis-tools: a point-in-time restore runs redis-check-aof in the operator image
+base_tar="$cache/base-bookworm-redis-tools.tar"
+base_image="localhost/pyctrl-base:bookworm-redis-tools"
 image="localhost/pyctrl/rediscluster-operator:$version"
 log="$cache/build.log"
 mkdir -p "$cache"
@@ -50,8 +51,8 @@ start=$(date +%s)
 # 1. The base: Debian bookworm with python3 and its venv module, from Debian's packages.
 if ! "${bah[@]}" inspect --type image "$base_image" >/dev/null 2>&1; then
   if [ ! -s "$base_tar" ]; then
-    say "[1/3] making the base root filesystem with mmdebstrap (bookworm, python3, python3-venv)"
-    mmdebstrap --variant=apt --include=python3,python3-venv,ca-certificates bookworm "$base_tar.tmp" \
+    say "[1/3] making the base root filesystem with mmdebstrap (bookworm, python3, python3-venv, redis-tools)"
+    mmdebstrap --variant=apt --include=python3,python3-venv,ca-certificates,redis-tools bookworm "$base_tar.tmp" \
       >>"$log" 2>&1 || { tail -n 20 "$log" >&2; die "step 'mmdebstrap' failed; see $log"; }
     mv "$base_tar.tmp" "$base_tar"
   fi

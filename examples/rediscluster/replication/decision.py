@@ -102,13 +102,6 @@ class Look:
     def answering(self) -> dict[str, RedisConnection]:
         return {n.pod: self.observed.connection(n.pod) for n in self.observed.nodes if n.redis and n.ip}
 
-    def decided(self) -> PhaseTimer:
-        """The failover's timer once the plan is made: its detection is how long the master had
-        been unhealthy, its decision phase ends now."""
-        self.timer.detection = self.master_unhealthy_for
-        self.timer.mark("decision")
-        return self.timer
-
     def checker(self) -> RedisConnection | None:
         """The pod that checks ACL rules: the recorded master if it answers, else any that does."""
         answering = sorted(

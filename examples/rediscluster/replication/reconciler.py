@@ -118,7 +118,7 @@ class ReplicationModeReconciler:
     ) -> Done:
         if plan.hibernate:  # the StatefulSet at 0 (children): each Redis saves its data as it stops
             return Done.hibernating(cluster, invalid, restore.condition)
-        timer, observed = look.decided(), look.observed
+        timer, observed = look.timer.decided(look.master_unhealthy_for), look.observed
         cluster = await acknowledge_switchover(self.client, self.recorder, cluster, look)
         acted, cluster = await self.executor.execute(cluster, observed, plan.plan, timer)
         idle = not acted and plan.plan.converged and plan.replicas == cluster.spec.replicas

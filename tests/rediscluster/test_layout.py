@@ -1,9 +1,14 @@
-"""The operator's layout, read from its imports (``ast``, nothing imported): each room depends only on
-the rooms below it.
+"""The operator's layout, read from its source (``ast``, nothing imported): each room depends only on
+the rooms below it, and each engine's reconcile fits one screen.
 
 ``api`` (what the user declares) imports no other room; ``shared`` (what both modes use) only ``api``;
 the two engines ``replication`` and ``cluster`` never import each other; no module of the operator
 imports the demo (``examples/rediscluster_demo``), which lives outside the operator package.
+
+An engine's own reconcile is its steps of ``engine.Engine`` (observe, plan, children, execute,
+status): at most 40 lines in all, at most 15 a step, counted from each step's ``def`` to its last
+line (signature, blank lines and comments included, a docstring not); the work goes to well-named
+helpers in the engine's modules.
 """
 
 from __future__ import annotations
@@ -95,3 +100,65 @@ def test_the_check_sees_a_forbidden_import() -> None:
     assert "examples.rediscluster.replication.topology" in found
     assert "examples.rediscluster.replication.observe" in found
     assert {_room(i) for i in found} - ALLOWED["cluster"] == {"replication"}
+
+
+#: the most lines of an engine's reconcile (its steps together), and of one step
+SCREEN, STEP = 40, 15
+ENGINES = {
+    "replication": ("replication/reconciler.py", "ReplicationModeReconciler"),
+    "cluster": ("cluster/reconciler.py", "ClusterModeReconciler"),
+}
+
+
+def _methods(source: str, cls: str) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    tree = ast.parse(source)
+    found = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls)
+    return {f.name: f for f in found.body if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)}
+
+
+def _lines(step: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """The lines of ``step`` on screen: its ``def`` (decorators aside) to its last line, less a docstring."""
+    assert step.end_lineno is not None
+    lines = step.end_lineno - step.lineno + 1
+    first = step.body[0]
+    if (
+        isinstance(first, ast.Expr)
+        and isinstance(first.value, ast.Constant)
+        and isinstance(first.value.value, str)
+    ):
+        assert first.end_lineno is not None
+        lines -= first.end_lineno - first.lineno + 1
+    return lines
+
+
+#: the steps of ``engine.Engine``, read from the protocol (``forget`` is no step of a reconcile)
+STEPS = tuple(m for m in _methods((PACKAGE / "engine.py").read_text(), "Engine") if m != "forget")
+
+
+def step_lines(path: str, cls: str) -> dict[str, int]:
+    """step -> its lines (module docstring) in the engine class ``cls`` of ``path``."""
+    methods = _methods((PACKAGE / path).read_text(), cls)
+    return {step: _lines(methods[step]) for step in STEPS}
+
+
+def test_the_steps_are_read_from_the_engine_protocol() -> None:
+    assert STEPS == ("observe", "plan", "children", "execute", "status")
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_an_engine_reconcile_fits_one_screen(engine: str) -> None:
+    lengths = step_lines(*ENGINES[engine])
+    assert sum(lengths.values()) <= SCREEN, lengths
+    assert {step: n for step, n in lengths.items() if n > STEP} == {}
+
+
+def test_the_count_sees_a_long_step() -> None:
+    """A docstring is not counted, everything else from ``def`` to the last line is (a check that
+    could not fail is none)."""
+    body = "".join(f"        x{i} = {i}\n" for i in range(20))
+    source = (
+        "class E:\n    @staticmethod\n    async def execute(\n        a: int,\n    ) -> None:\n"
+        '        """One\n        docstring."""\n\n        # a comment\n' + body
+    )
+    assert _lines(_methods(source, "E")["execute"]) == 3 + 2 + 20
+    assert _lines(_methods(source, "E")["execute"]) > STEP

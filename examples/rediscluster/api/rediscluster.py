@@ -50,11 +50,23 @@ __all__ = [
     "SecretKeySelector",
     "ShardStatus",
     "TlsConfig",
+    "redis_cluster_crd",
 ]
 
 DEFAULT_IMAGE = "redis:7.2"
 
 _SPEC_CONFIG = ConfigDict(strict=True, use_attribute_docstrings=True)
+
+#: CEL rules of one field: it never changes once set; a quantity that only grows
+_IMMUTABLE = "self == oldSelf"
+_GROWS_ONLY = "quantity(string(self)).compareTo(quantity(string(oldSelf))) >= 0"
+
+
+def _cel(rule: str, message: str) -> dict[str, JsonValue]:
+    """The ``json_schema_extra`` of a field the apiserver checks with one CEL ``rule``
+    (``x-kubernetes-validations``), refusing a write that breaks it with ``message``."""
+    return {"x-kubernetes-validations": [{"rule": rule, "message": message}]}
+
 
 ClusterMode = Literal["replication", "cluster"]
 """``replication``: one master and replicas; ``cluster``: a sharded Redis Cluster."""
@@ -89,6 +101,11 @@ _CLUSTER_RULES: list[JsonValue] = [
         "fieldPath": ".tls",
     },
 ]
+#: the spec's settings in both versions: strict, its docstrings as the CRD's descriptions, the
+#: rules across its fields
+_ROOT_SPEC_CONFIG = ConfigDict(**_SPEC_CONFIG, json_schema_extra={"x-kubernetes-validations": _CLUSTER_RULES})
+#: ``spec.mode`` in both versions
+_Mode = Annotated[ClusterMode, Field(json_schema_extra=_cel(_IMMUTABLE, "spec.mode is immutable"))]
 
 
 class SecretKeySelector(KubeModel):
@@ -206,32 +223,16 @@ class RedisClusterSpec(KubeModel):
     """Desired state: one master and replicas-1 replicas of one Redis image (``mode: replication``),
     or ``shards`` masters with ``replicasPerShard`` replicas each (``mode: cluster``)."""
 
-    model_config = ConfigDict(
-        strict=True,
-        use_attribute_docstrings=True,
-        json_schema_extra={"x-kubernetes-validations": _CLUSTER_RULES},
-    )
+    model_config = _ROOT_SPEC_CONFIG
 
-    mode: ClusterMode = Field(
-        default="replication",
-        json_schema_extra={
-            "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "spec.mode is immutable"}]
-        },
-    )
+    mode: _Mode = "replication"
     """replication (one master, replicas) or cluster (sharded Redis Cluster); immutable."""
     replicas: int = Field(default=3, ge=1, le=10)
     """Total number of Redis pods, the master included (replication mode; unused in cluster mode)."""
     shards: int = Field(default=3, ge=3, le=100)
     """Cluster mode: number of shards (masters), each serving an even part of the 16384 slots."""
     replicas_per_shard: int = Field(
-        default=1,
-        ge=0,
-        le=5,
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                {"rule": "self == oldSelf", "message": "spec.replicasPerShard cannot be changed"}
-            ]
-        },
+        default=1, ge=0, le=5, json_schema_extra=_cel(_IMMUTABLE, "spec.replicasPerShard cannot be changed")
     )
     """Cluster mode: replicas of each shard's master (fixed at creation)."""
     image: str = Field(default=DEFAULT_IMAGE, min_length=1)
@@ -247,26 +248,15 @@ class RedisClusterSpec(KubeModel):
     storage_size: Annotated[
         Quantity,
         Field(
-            json_schema_extra={
-                "x-kubernetes-validations": [
-                    {
-                        "rule": "quantity(string(self)).compareTo(quantity(string(oldSelf))) >= 0",
-                        "message": "spec.storageSize cannot be lowered (a PersistentVolumeClaim only grows)",
-                    }
-                ]
-            }
+            json_schema_extra=_cel(
+                _GROWS_ONLY, "spec.storageSize cannot be lowered (a PersistentVolumeClaim only grows)"
+            )
         ),
     ] = "1Gi"
     """Size of each pod's volume when persistence is enabled; raising it expands every volume in
     place when their StorageClass allows volume expansion."""
     storage_class_name: str | None = Field(
-        default=None,
-        min_length=1,
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                {"rule": "self == oldSelf", "message": "spec.storageClassName is immutable"}
-            ]
-        },
+        default=None, min_length=1, json_schema_extra=_cel(_IMMUTABLE, "spec.storageClassName is immutable")
     )
     """StorageClass of the volumes (the cluster's default class when omitted); immutable."""
     auth: RedisAuth | None = None
@@ -391,13 +381,11 @@ class RedisClusterStatus(KubeModel):
     """Continuous archiving (spec.backup.archive): the recoverable range of the current timeline."""
 
 
-# The conversion hub (pyctrl.conversion.Hub) and the type the operator reconciles;
-# v1beta1.RedisClusterV1beta1 converts to and from it (the docstring is the CRD's description).
-class RedisCluster(Hub, KubeObject):
-    """A Redis master with replicas, failed over automatically by the pyctrl RedisCluster operator."""
-
-    gvk = GroupVersionKind("redis.pyctrl.dev", "v1alpha1", "RedisCluster")
-    crd: ClassVar[CRDMeta] = CRDMeta(
+def redis_cluster_crd(*, shards: str, image: str, storage: bool = True) -> CRDMeta:
+    """The RedisCluster kind's CRD settings, the same at every version (names, the scale
+    subresource, the printer columns) but for where its spec keeps the shards and the image
+    (``shards``, ``image``: JSON paths) and whether it is the storage version."""
+    return CRDMeta(
         plural="redisclusters",
         short_names=("rdc",),
         categories=("redis",),
@@ -415,12 +403,22 @@ class RedisCluster(Hub, KubeObject):
             PrinterColumn("Phase", "string", ".status.phase", "Cluster phase"),
             PrinterColumn("State", "string", ".status.clusterState", "CLUSTER INFO state (cluster mode)"),
             PrinterColumn("Mode", "string", ".spec.mode", "replication or cluster", priority=1),
-            PrinterColumn("Shards", "integer", ".spec.shards", "Shards (cluster mode)", priority=1),
+            PrinterColumn("Shards", "integer", shards, "Shards (cluster mode)", priority=1),
             PrinterColumn("Epoch", "integer", ".status.masterEpoch", "Master epoch", priority=1),
-            PrinterColumn("Image", "string", ".spec.image", "Redis image", priority=1),
+            PrinterColumn("Image", "string", image, "Redis image", priority=1),
             PrinterColumn("Age", "date", ".metadata.creationTimestamp"),
         ),
+        storage=storage,
     )
+
+
+# The conversion hub (pyctrl.conversion.Hub) and the type the operator reconciles;
+# v1beta1.RedisClusterV1beta1 converts to and from it (the docstring is the CRD's description).
+class RedisCluster(Hub, KubeObject):
+    """A Redis master with replicas, failed over automatically by the pyctrl RedisCluster operator."""
+
+    gvk = GroupVersionKind("redis.pyctrl.dev", "v1alpha1", "RedisCluster")
+    crd: ClassVar[CRDMeta] = redis_cluster_crd(shards=".spec.shards", image=".spec.image")
 
     spec: RedisClusterSpec = Field(default_factory=RedisClusterSpec)
     status: RedisClusterStatus | None = None

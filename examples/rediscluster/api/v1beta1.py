@@ -39,15 +39,17 @@ import json
 import re
 from typing import Annotated, Any, ClassVar, Self
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from examples.rediscluster.api import redisconf
 from examples.rediscluster.api.backup import BackupSchedule, RestoreSource
 from examples.rediscluster.api.rediscluster import (
-    _CLUSTER_RULES,
+    _GROWS_ONLY,
+    _IMMUTABLE,
     _REDIS_CONFIG_RULES,
+    _ROOT_SPEC_CONFIG,
+    _SPEC_CONFIG,
     DEFAULT_IMAGE,
-    ClusterMode,
     Monitoring,
     NodeLoss,
     RedisAuth,
@@ -57,12 +59,15 @@ from examples.rediscluster.api.rediscluster import (
     RedisUser,
     ResourceRequirements,
     TlsConfig,
+    _cel,
+    _Mode,
+    redis_cluster_crd,
 )
 from examples.rediscluster.api.scheduling import Affinity, Toleration, TopologySpreadConstraint
 from pyctrl.client.gvk import GroupVersionKind
 from pyctrl.client.objects.meta import KubeModel, KubeObject
 from pyctrl.conversion import ConversionError
-from pyctrl.crdgen import CRDMeta, PrinterColumn, Quantity, ScaleSubresource, generate_crd
+from pyctrl.crdgen import CRDMeta, Quantity, generate_crd
 
 __all__ = [
     "DURATION_PATTERN",
@@ -95,8 +100,6 @@ DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"
 _PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
 _MIN_DOWN_AFTER_MS = 1000
-
-_SPEC_CONFIG = ConfigDict(strict=True, use_attribute_docstrings=True)
 
 
 def _parse_exact(text: str) -> tuple[int, bool]:
@@ -155,26 +158,16 @@ class Persistence(KubeModel):
     size: Annotated[
         Quantity,
         Field(
-            json_schema_extra={
-                "x-kubernetes-validations": [
-                    {
-                        "rule": "quantity(string(self)).compareTo(quantity(string(oldSelf))) >= 0",
-                        "message": "spec.persistence.size cannot be lowered "
-                        "(a PersistentVolumeClaim only grows)",
-                    }
-                ]
-            }
+            json_schema_extra=_cel(
+                _GROWS_ONLY, "spec.persistence.size cannot be lowered (a PersistentVolumeClaim only grows)"
+            )
         ),
     ] = "1Gi"
     """Size of each pod's volume; raising it expands the volumes in place where the class allows."""
     storage_class_name: str | None = Field(
         default=None,
         min_length=1,
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                {"rule": "self == oldSelf", "message": "spec.persistence.storageClassName is immutable"}
-            ]
-        },
+        json_schema_extra=_cel(_IMMUTABLE, "spec.persistence.storageClassName is immutable"),
     )
     """StorageClass of the volumes (the cluster's default class when omitted); immutable."""
 
@@ -189,14 +182,7 @@ class Failover(KubeModel):
     down_after: str = Field(
         default="5s",
         pattern=DURATION_PATTERN,
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                {
-                    "rule": "duration(self) >= duration('1s')",
-                    "message": "spec.failover.downAfter must be >= 1s",
-                }
-            ]
-        },
+        json_schema_extra=_cel("duration(self) >= duration('1s')", "spec.failover.downAfter must be >= 1s"),
     )
     """How long the master must be unreachable before it is considered down (>= 1s), e.g. 5s."""
     node_loss: NodeLoss = Field(default_factory=NodeLoss)
@@ -222,11 +208,7 @@ class Sharding(KubeModel):
         default=1,
         ge=0,
         le=5,
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                {"rule": "self == oldSelf", "message": "spec.sharding.replicasPerShard cannot be changed"}
-            ]
-        },
+        json_schema_extra=_cel(_IMMUTABLE, "spec.sharding.replicasPerShard cannot be changed"),
     )
     """Replicas of each shard's master (fixed at creation)."""
 
@@ -250,18 +232,9 @@ class RedisClusterSpecV1beta1(KubeModel):
     """Desired state: ``replicas`` pods (one master) in replication mode, or ``sharding.shards``
     masters with ``sharding.replicasPerShard`` replicas each in cluster mode."""
 
-    model_config = ConfigDict(
-        strict=True,
-        use_attribute_docstrings=True,
-        json_schema_extra={"x-kubernetes-validations": _CLUSTER_RULES},
-    )
+    model_config = _ROOT_SPEC_CONFIG
 
-    mode: ClusterMode = Field(
-        default="replication",
-        json_schema_extra={
-            "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "spec.mode is immutable"}]
-        },
-    )
+    mode: _Mode = "replication"
     """replication (one master, replicas) or cluster (sharded Redis Cluster); immutable."""
     replicas: int = Field(default=3, ge=1, le=10)
     """Total number of Redis pods, the master included (replication mode; the /scale target)."""
@@ -299,30 +272,8 @@ class RedisClusterV1beta1(KubeObject):
     v1alpha1 hub)."""
 
     gvk = GroupVersionKind("redis.pyctrl.dev", "v1beta1", "RedisCluster")
-    crd: ClassVar[CRDMeta] = CRDMeta(
-        plural="redisclusters",
-        short_names=("rdc",),
-        categories=("redis",),
-        scope="Namespaced",
-        status_subresource=True,
-        scale=ScaleSubresource(
-            spec_replicas_path=".spec.replicas",
-            status_replicas_path=".status.readyReplicas",
-            label_selector_path=".status.selector",
-        ),
-        printer_columns=(
-            PrinterColumn("Replicas", "integer", ".spec.replicas", "Desired pods"),
-            PrinterColumn("Ready", "integer", ".status.readyReplicas", "Ready pods"),
-            PrinterColumn("Master", "string", ".status.currentMaster", "Current master pod"),
-            PrinterColumn("Phase", "string", ".status.phase", "Cluster phase"),
-            PrinterColumn("State", "string", ".status.clusterState", "CLUSTER INFO state (cluster mode)"),
-            PrinterColumn("Mode", "string", ".spec.mode", "replication or cluster", priority=1),
-            PrinterColumn("Shards", "integer", ".spec.sharding.shards", "Shards (cluster mode)", priority=1),
-            PrinterColumn("Epoch", "integer", ".status.masterEpoch", "Master epoch", priority=1),
-            PrinterColumn("Image", "string", ".spec.redis.image", "Redis image", priority=1),
-            PrinterColumn("Age", "date", ".metadata.creationTimestamp"),
-        ),
-        storage=False,
+    crd: ClassVar[CRDMeta] = redis_cluster_crd(
+        shards=".spec.sharding.shards", image=".spec.redis.image", storage=False
     )
 
     spec: RedisClusterSpecV1beta1 = Field(default_factory=RedisClusterSpecV1beta1)

@@ -51,11 +51,15 @@ from examples.rediscluster.shared.status import condition
 from pyctrl.client import Pod
 from pyctrl.client.objects import Condition
 
+#: what one look at the master's archiver gives: (``status.archive``, ``ContinuousArchiving``)
+ArchiveObservation = tuple[ArchiveStatus | None, Condition | None]
+
 __all__ = [
     "ARCHIVER_CONTAINER",
     "ARCHIVER_UID",
     "CONDITION",
     "STATUS_PORT",
+    "ArchiveObservation",
     "apply_archiving",
     "archive_condition",
     "archive_spec",
@@ -301,7 +305,7 @@ async def observe_archive(
     now: str,
     *,
     io_seconds: float = STATUS_TIMEOUT,
-) -> tuple[ArchiveStatus | None, Condition | None]:
+) -> ArchiveObservation:
     """(``status.archive``, ``ContinuousArchiving``) from the master's archiver; (None, None)
     when archiving is off; the gauge ``rediscluster_archive_lag_seconds`` follows."""
     old = cluster.status or RedisClusterStatus()

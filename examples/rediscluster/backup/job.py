@@ -21,6 +21,7 @@ Guarantees:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from examples.rediscluster.api.backup import BackupDestination, RedisBackup
@@ -31,6 +32,7 @@ __all__ = [
     "CLUSTER_LABEL",
     "DEFAULT_DEADLINE_SECONDS",
     "WORKER_COMMAND",
+    "RedisLogin",
     "backup_job",
     "delete_job",
     "destination_args",
@@ -93,6 +95,24 @@ def redis_env(password_secret: tuple[str, str] | None, username: str | None) -> 
     if username is not None:
         env.append({"name": "REDIS_USER", "value": username})
     return env
+
+
+@dataclass(frozen=True, slots=True)
+class RedisLogin:
+    """How a backup Job's worker logs in to Redis: the password from the Secret key
+    ``password_secret`` (None: no password), as the ACL user ``username`` (None: the default
+    user); over TLS verified against ``ca.crt`` of the Secret ``tls_secret`` when that is set."""
+
+    password_secret: tuple[str, str] | None
+    tls_secret: str | None = None
+    username: str | None = None
+
+    def env(self) -> list[dict[str, Any]]:
+        return redis_env(self.password_secret, self.username)
+
+    def ca_args(self) -> list[str]:
+        """The worker's ``--tls-ca-file`` (none without TLS)."""
+        return [] if self.tls_secret is None else ["--tls-ca-file", f"{REDIS_CA_MOUNT}/ca.crt"]
 
 
 def redis_ca_volume(tls_secret: str | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -218,29 +238,23 @@ def backup_job(
     source_pod: str,
     source_ip: str,
     image: str,
+    login: RedisLogin,
     *,
-    password_secret: tuple[str, str] | None,
-    tls_secret: str | None = None,
-    username: str | None = None,
     deadline: int = DEFAULT_DEADLINE_SECONDS,
 ) -> dict[str, Any]:
-    """The Job taking the RDB from ``source_pod`` (at ``source_ip``) into the backup's destination;
-    over TLS, verified against ``ca.crt`` of the Secret ``tls_secret``, when that is set; as the
-    ACL user ``username`` (whose password ``password_secret`` holds) when that is set."""
-    args = ["backup", "--source-host", source_ip, "--source-port", "6379"]
-    if tls_secret is not None:
-        args += ["--tls-ca-file", f"{REDIS_CA_MOUNT}/ca.crt"]
+    """The Job taking the RDB from ``source_pod`` (at ``source_ip``) into the backup's destination,
+    logged in to Redis as ``login`` says."""
+    args = ["backup", "--source-host", source_ip, "--source-port", "6379", *login.ca_args()]
     args += destination_args(backup.name, backup.namespace, backup.spec.destination)
-    env = redis_env(password_secret, username)
     return worker_job(
         backup,
         "backup",
         args,
-        env,
+        login.env(),
         image,
         deadline=deadline,
         annotations={SOURCE_ANNOTATION: source_pod},
-        redis_tls_secret=tls_secret,
+        redis_tls_secret=login.tls_secret,
     )
 
 

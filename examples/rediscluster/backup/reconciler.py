@@ -29,6 +29,7 @@ from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.api.backup import BackupPhase, RedisBackup, RedisBackupStatus, ShardBackup
 from examples.rediscluster.backup.job import (
     SOURCE_ANNOTATION,
+    RedisLogin,
     backup_job,
     delete_job,
     job_name,
@@ -138,35 +139,19 @@ class RedisBackupReconciler:
         shards: list[ShardBackup] | None = None
         try:
             cluster = await self._check_inputs(backup)
-            password = password_ref(cluster)
             tls_secret = cluster.spec.tls.secret_name if cluster.spec.tls is not None else None
-            user = None
+            login = RedisLogin(password_ref(cluster), tls_secret)
             if cluster.spec.users is not None:  # the ACL file's replication user may SYNC, nothing else
                 password = (users.acl_secret_name(cluster), "replication-password")
-                user = users.REPLICATION_USER
+                login = RedisLogin(password, tls_secret, users.REPLICATION_USER)
             if cluster.spec.mode == "cluster":
                 sources = await self._shard_sources(cluster)
-                job = cluster_backup_job(
-                    backup,
-                    sources,
-                    self.image,
-                    password_secret=password,
-                    tls_secret=tls_secret,
-                    username=user,
-                )
+                job = cluster_backup_job(backup, sources, self.image, login)
                 shards = [ShardBackup(index=s.index, slots=list(s.slots), source_pod=s.pod) for s in sources]
                 source = f"{len(sources)} shards ({', '.join(s.pod for s in sources)})"
             else:
                 source, ip = await self._source(cluster)
-                job = backup_job(
-                    backup,
-                    source,
-                    ip,
-                    self.image,
-                    password_secret=password,
-                    tls_secret=tls_secret,
-                    username=user,
-                )
+                job = backup_job(backup, source, ip, self.image, login)
         except BadInput as exc:
             await self._finish(backup, BackupPhase.FAILED, reason=exc.reason, message=str(exc))
             return Result()

@@ -40,13 +40,12 @@ from typing import Any
 from examples.rediscluster.api.backup import BackupDestination, RedisBackup, ShardBackup
 from examples.rediscluster.backup.job import (
     DEFAULT_DEADLINE_SECONDS,
-    REDIS_CA_MOUNT,
     SOURCE_ANNOTATION,
+    RedisLogin,
     destination_args,
     job_of,
     object_path,
     redis_ca_volume,
-    redis_env,
     restore_init_container,
     worker_container,
     worker_job,
@@ -103,26 +102,21 @@ def cluster_backup_job(
     backup: RedisBackup,
     sources: Sequence[ShardSource],
     image: str,
+    login: RedisLogin,
     *,
-    password_secret: tuple[str, str] | None,
-    tls_secret: str | None = None,
-    username: str | None = None,
     deadline: int = DEFAULT_DEADLINE_SECONDS,
 ) -> dict[str, Any]:
-    """The Job taking one RDB per shard, then writing the manifest (module docstring); over TLS
-    verified against ``ca.crt`` of ``tls_secret`` (the only key mounted) when set, as the ACL
-    user ``username`` (whose password ``password_secret`` holds) when set."""
-    env = redis_env(password_secret, username)
-    ca_volumes, ca_mount = redis_ca_volume(tls_secret)
+    """The Job taking one RDB per shard, then writing the manifest (module docstring), logged in
+    to Redis as ``login`` says (``ca.crt`` the only key of its TLS Secret mounted)."""
+    env = login.env()
+    ca_volumes, ca_mount = redis_ca_volume(login.tls_secret)
     volumes = [{"name": "results", "emptyDir": {}}, *ca_volumes]
     results = {"name": "results", "mountPath": RESULTS_DIR}
     dest = backup.spec.destination
     init = []
     for s in sources:
         args = ["backup", "--source-host", s.ip, "--source-port", "6379", "--shard", str(s.index)]
-        args += ["--check-host", s.master_ip]
-        if tls_secret is not None:
-            args += ["--tls-ca-file", f"{REDIS_CA_MOUNT}/ca.crt"]
+        args += ["--check-host", s.master_ip, *login.ca_args()]
         args += [
             "--expect-slots",
             ",".join(s.slots) or "-",

@@ -55,6 +55,7 @@ import redis.exceptions as rexc
 from examples.rediscluster.cluster import metrics
 from examples.rediscluster.cluster.plan_types import Member
 from examples.rediscluster.shared.redis_admin import CLIENT_DEFAULTS, RedisAccess, tls_options
+from examples.rediscluster.shared.tasks import cancel_and_wait
 
 __all__ = ["Endpoint", "Job", "Progress", "SlotMover", "Transfer", "outdated"]
 
@@ -65,6 +66,8 @@ ClusterKey = tuple[str, str]
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
+    """A master as the mover reaches it: its address and its cluster node id."""
+
     ip: str
     port: int
     node_id: str
@@ -72,6 +75,8 @@ class Endpoint:
 
 @dataclass(frozen=True, slots=True)
 class Transfer:
+    """One of the plan's ``MoveSlots``: ``slots`` from ``source`` to ``target``."""
+
     source: Endpoint
     target: Endpoint
     slots: tuple[int, ...]
@@ -200,12 +205,7 @@ class SlotMover:
             await self.stop()
 
     async def stop(self) -> None:
-        tasks = list(self._tasks.values())
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(list(self._tasks.values()))
         self._tasks.clear()
 
     async def _run(self, key: ClusterKey, job: Job, access: RedisAccess, progress: Progress) -> None:

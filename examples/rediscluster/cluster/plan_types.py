@@ -65,19 +65,25 @@ class Member:
 # Actions, carried out in order; the executor stops at the first failure and requeues.
 @dataclass(frozen=True, slots=True)
 class Meet:
-    pod: str  # the node that sends CLUSTER MEET
+    """``CLUSTER MEET ip port`` sent by ``pod``: it learns of the node at that address."""
+
+    pod: str
     ip: str
     port: int
 
 
 @dataclass(frozen=True, slots=True)
 class AddSlots:
+    """``CLUSTER ADDSLOTSRANGE`` on ``pod``: it serves ``slots``, which no node served."""
+
     pod: str
     slots: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class Replicate:
+    """``CLUSTER REPLICATE master_id`` on ``pod``: it becomes a replica of that node."""
+
     pod: str
     master_id: str
 
@@ -99,6 +105,8 @@ class Reset:
 
 @dataclass(frozen=True, slots=True)
 class Forget:
+    """``CLUSTER FORGET node_id`` on ``pod``: a node that is no longer part of the cluster."""
+
     pod: str
     node_id: str
 
@@ -115,6 +123,8 @@ class MoveSlots:
 
 @dataclass(frozen=True, slots=True)
 class SetLabels:
+    """The role and shard labels of ``pod``."""
+
     pod: str
     role: str
     shard: int
@@ -122,6 +132,8 @@ class SetLabels:
 
 @dataclass(frozen=True, slots=True)
 class Wait:
+    """Nothing safe to do now: the executor stops here; the reconcile observes again."""
+
     reason: str
 
 
@@ -130,6 +142,8 @@ Action = Meet | AddSlots | Replicate | Takeover | Reset | Forget | MoveSlots | S
 
 @dataclass(frozen=True, slots=True)
 class Plan:
+    """The actions of one reconcile, in order, and the StatefulSet size to ask for meanwhile."""
+
     actions: tuple[Action, ...]
     statefulset_replicas: int
 

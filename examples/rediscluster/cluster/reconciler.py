@@ -20,10 +20,10 @@ a converged cluster costs reads only, no write):
    again). Once the plan is converged, nothing else was done and no slot moves,
    ``cluster.rollout`` takes the next step of a template change's rollout (one pod restart or one
    planned ``CLUSTER FAILOVER``, one shard at a time);
-5. :meth:`~ClusterModeReconciler.status`: ``cluster.status`` written only when it changed; Events
-   when a shard's master changed (``FailoverCompleted``) and when a resharding starts or ends;
-   requeue after 10 s when converged (Redis Cluster fails shards over by itself: the periodic look
-   keeps labels and status following the real roles), 1 s while work is under way.
+5. :meth:`~ClusterModeReconciler.status`: ``status.reconcile_status`` (pure) written only when it
+   changed; Events when a shard's master changed (``FailoverCompleted``) and when a resharding
+   starts or ends; requeue after 10 s when converged (Redis Cluster fails shards over by itself:
+   the periodic look keeps labels and status following the real roles), 1 s while work is under way.
 """
 
 from __future__ import annotations
@@ -34,8 +34,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from examples.rediscluster.api import RedisCluster, RedisClusterPhase, RedisClusterStatus
-from examples.rediscluster.api.intents import unsupported_in_cluster_mode
-from examples.rediscluster.backup.archiving import archive_condition
 from examples.rediscluster.backup.restore import RestoreState
 from examples.rediscluster.cluster import admin
 from examples.rediscluster.cluster import metrics as cluster_metrics
@@ -46,18 +44,15 @@ from examples.rediscluster.cluster.plan_types import SHARD_LABEL, Member, Plan
 from examples.rediscluster.cluster.resources import cluster_children
 from examples.rediscluster.cluster.rollout import ClusterRollout
 from examples.rediscluster.cluster.slots import parse_ranges
-from examples.rediscluster.cluster.status import Resharding, cluster_status
-from examples.rediscluster.shared import metrics as base_metrics
+from examples.rediscluster.cluster.status import Done, Resharding, reconcile_status
 from examples.rediscluster.shared import redis_admin
 from examples.rediscluster.shared.pods import ordinal, pod_facts
 from examples.rediscluster.shared.redis_admin import RedisAccess, RedisConnection
 from examples.rediscluster.shared.resources import REDIS_PORT, ROLE_LABEL, selector_labels
-from examples.rediscluster.shared.rollout import RolloutDecision, progressing_condition, with_revisions
-from examples.rediscluster.shared.status import condition, write_status
 from examples.rediscluster.shared.status import now as utc_now
+from examples.rediscluster.shared.status import publish_status
 from pyctrl import Result
 from pyctrl.client import Client, Pod
-from pyctrl.client.objects import Condition
 from pyctrl.client.patch import PatchType, RawPatch
 from pyctrl.log import get_logger
 from pyctrl.recorder import EventRecorder
@@ -89,23 +84,6 @@ class Members:
     def checker(self) -> RedisConnection | None:
         """A node that answers, where Redis checks ACL rules first."""
         return next(iter(self.answering().values()), None)
-
-
-@dataclass
-class Done:
-    """What :meth:`ClusterModeReconciler.execute` did."""
-
-    cluster: RedisCluster
-    acted: bool
-    converged: bool
-    resharding: Resharding | None
-    rollout: RolloutDecision
-    #: why the spec cannot be run (nothing was applied), if it cannot
-    invalid: str | None
-    #: the restore's condition (``Restored``), if there is one
-    restored: Condition | None
-    #: certificates or the ACL file still being reloaded (set by the reconciler after execute)
-    reloading: bool = False
 
 
 class ClusterModeReconciler:
@@ -160,31 +138,14 @@ class ClusterModeReconciler:
         return Done(cluster, acted, converged, resharding, rollout, invalid, restore.condition)
 
     async def status(self, look: Members, plan: Plan, done: Done) -> Result:
-        cluster, rollout, now = done.cluster, done.rollout, utc_now()
-        progressing = progressing_condition(cluster, rollout, now)
-        intents = None
-        if (unsupported := unsupported_in_cluster_mode(cluster)) is not None:
-            old = cluster.status or RedisClusterStatus()
-            intents = condition(old, "Intents", False, "UnsupportedInClusterMode", unsupported, now=now)
-        archive = archive_condition(cluster, cluster.status or RedisClusterStatus(), now)
-        new = with_revisions(
-            cluster_status(
-                cluster,
-                look.members,
-                done.converged,
-                now,
-                resharding=done.resharding,
-                invalid_spec=done.invalid,
-                extra_conditions=[c for c in (done.restored, progressing, intents, archive) if c is not None],
-            ),
-            rollout,
-        )
+        cluster, new = done.cluster, reconcile_status(look.members, done, utc_now())  # pure
         self._announce_failovers(cluster, cluster.status or RedisClusterStatus(), new)
         cluster_metrics.observe_status(cluster.namespace, cluster.name, new)
         pods = cluster.spec.shards * (1 + cluster.spec.replicas_per_shard)
-        base_metrics.observe_status(cluster.namespace, cluster.name, pods, new)
-        await write_status(self.client, cluster, new)
-        settled = new.phase is RedisClusterPhase.RUNNING and not rollout.in_progress and not done.reloading
+        await publish_status(self.client, cluster, new, pods=pods)
+        settled = (
+            new.phase is RedisClusterPhase.RUNNING and not done.rollout.in_progress and not done.reloading
+        )
         if settled and not done.acted:  # the periodic look-again: behind every live change
             return Result(requeue_after=STEADY_REQUEUE, priority=LOW_PRIORITY)
         return Result(requeue_after=ACTING_REQUEUE)

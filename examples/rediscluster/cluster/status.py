@@ -12,7 +12,10 @@
 - ``phase``: Running when the plan is converged, ``cluster_state:ok``, every slot ok and every
   shard ready; Initializing until the cluster first reached ``ok``; Degraded otherwise;
 - conditions Ready, Degraded and Resharding; unchanged conditions keep their lastTransitionTime,
-  so a converged cluster's status is byte-for-byte stable (no write).
+  so a converged cluster's status is byte-for-byte stable (no write);
+- :func:`reconcile_status` is what one reconcile reports (:class:`Done`): :func:`cluster_status`
+  with the restore's, the rollout's (``Progressing``, the revisions) and the ``Intents`` condition
+  (False, ``UnsupportedInClusterMode``, while a replication-mode intent annotation is set).
 """
 
 from __future__ import annotations
@@ -22,12 +25,15 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from examples.rediscluster.api import RedisCluster, RedisClusterPhase, RedisClusterStatus, ShardStatus
+from examples.rediscluster.api.intents import unsupported_in_cluster_mode
+from examples.rediscluster.backup.archiving import archive_condition
 from examples.rediscluster.cluster.plan_types import Member
 from examples.rediscluster.cluster.slots import SLOTS, format_ranges, shard_of
+from examples.rediscluster.shared.rollout import RolloutDecision, progressing_condition, with_revisions
 from examples.rediscluster.shared.status import condition, reported
 from pyctrl.client.objects import Condition
 
-__all__ = ["Resharding", "cluster_status", "shard_statuses"]
+__all__ = ["Done", "Resharding", "cluster_status", "reconcile_status", "shard_statuses"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +52,23 @@ class Resharding:
         if not self.errors:
             return ""
         return f"; {self.errors} failed steps retried with backoff, last: {self.last_error}"
+
+
+@dataclass
+class Done:
+    """What ``ClusterModeReconciler.execute`` did."""
+
+    cluster: RedisCluster
+    acted: bool
+    converged: bool
+    resharding: Resharding | None
+    rollout: RolloutDecision
+    #: why the spec cannot be run (nothing was applied), if it cannot
+    invalid: str | None
+    #: the restore's condition (``Restored``), if there is one
+    restored: Condition | None
+    #: certificates or the ACL file still being reloaded (set by the reconciler after execute)
+    reloading: bool = False
 
 
 def _seed(members: Sequence[Member]) -> Member | None:
@@ -177,4 +200,26 @@ def cluster_status(
         slots_ok=ok,
         slots_to_move=resharding.slots_remaining if resharding else 0,
         resharding=resharding.label if resharding else None,
+    )
+
+
+def reconcile_status(members: Sequence[Member], done: Done, now: str) -> RedisClusterStatus:
+    """The status one reconcile reports for ``done.cluster`` (module docstring)."""
+    cluster, rollout = done.cluster, done.rollout
+    progressing, intents = progressing_condition(cluster, rollout, now), None
+    old = cluster.status or RedisClusterStatus()
+    if (unsupported := unsupported_in_cluster_mode(cluster)) is not None:
+        intents = condition(old, "Intents", False, "UnsupportedInClusterMode", unsupported, now=now)
+    archive = archive_condition(cluster, old, now)  # refused in cluster mode, when asked for
+    return with_revisions(
+        cluster_status(
+            cluster,
+            members,
+            done.converged,
+            now,
+            resharding=done.resharding,
+            invalid_spec=done.invalid,
+            extra_conditions=[c for c in (done.restored, progressing, intents, archive) if c is not None],
+        ),
+        rollout,
     )

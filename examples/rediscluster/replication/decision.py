@@ -1,6 +1,6 @@
 """One reconcile's replication-mode decisions, from the RedisCluster and what was observed (pure):
 the plan (:func:`decide`), when to look again (:func:`requeue_after`) and at which queue priority
-(:func:`requeue_priority`).
+(:func:`requeue_priority`), both in the reconcile's result (:func:`look_again`).
 
 :func:`decide` is ``topology.plan`` — or, first, a planned switchover when the master's pod is
 terminating while it still serves (a drain: ``topology.evacuate``) or when a scale-in would remove
@@ -21,6 +21,7 @@ from examples.rediscluster.api.intents import (
     hibernation,
     switchover_to,
 )
+from examples.rediscluster.backup.archiving import ArchiveObservation
 from examples.rediscluster.replication.execute import PhaseTimer
 from examples.rediscluster.replication.observe import Observed
 from examples.rediscluster.replication.topology import (
@@ -45,6 +46,7 @@ from examples.rediscluster.replication.topology_types import (
 from examples.rediscluster.shared.pods import not_ready_for
 from examples.rediscluster.shared.redis_admin import RedisConnection
 from examples.rediscluster.shared.rollout import RolloutDecision
+from pyctrl import Result
 from pyctrl.client import Pod
 from pyctrl.client.objects import Condition
 from pyctrl.workqueue import LOW_PRIORITY
@@ -59,6 +61,7 @@ __all__ = [
     "Look",
     "decide",
     "hibernation_asked",
+    "look_again",
     "master_loaded",
     "policy",
     "recorded",
@@ -245,6 +248,26 @@ class Done:
     restored: Condition | None
     #: certificates or the ACL file still being reloaded (set by the reconciler after execute)
     reloading: bool = False
+    #: ``status.archive`` and ``ContinuousArchiving`` (set by the status step; None, None: off)
+    archive: ArchiveObservation = (None, None)
+
+    @classmethod
+    def hibernating(cls, cluster: RedisCluster, invalid: str | None, restored: Condition | None) -> Done:
+        """A hibernation's execute: nothing done (the StatefulSet at 0 stops the pods, each Redis
+        saving its data), the rollout at rest at the revision the status knew."""
+        resting = RolloutDecision(cluster.status.current_revision if cluster.status else None, None)
+        return cls(cluster, False, resting, None, invalid, restored)
+
+
+def look_again(look: Look, plan: Decision, done: Done, *, running: bool) -> Result:
+    """The reconcile's result: while hibernating, after 1 s until no pod is left, then after 30 s;
+    else after :func:`requeue_after` at :func:`requeue_priority`."""
+    if plan.hibernate:
+        return Result(requeue_after=ACTING_REQUEUE if look.pods else STEADY_REQUEUE)
+    return Result(
+        requeue_after=requeue_after(look, plan, done, running=running),
+        priority=requeue_priority(look, plan, done, running=running),
+    )
 
 
 def requeue_after(look: Look, plan: Decision, done: Done, *, running: bool) -> float:

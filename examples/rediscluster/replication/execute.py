@@ -106,6 +106,13 @@ class PhaseTimer:
     new_master: str | None = None  # the pod promoted, once it is
     _last: float = field(default_factory=time.monotonic)
 
+    def decided(self, detection: float) -> PhaseTimer:
+        """The plan is made: ``detection`` is how long the master had been unhealthy, and the
+        ``decision`` phase ends now."""
+        self.detection = detection
+        self.mark("decision")
+        return self
+
     def mark(self, phase: str) -> None:
         now = time.monotonic()
         self.phases[phase] = now - self._last

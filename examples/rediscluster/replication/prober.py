@@ -28,7 +28,6 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -36,6 +35,7 @@ from dataclasses import dataclass, field
 
 from examples.rediscluster.replication.topology_types import DownDetector
 from examples.rediscluster.shared.redis_admin import RedisConnection
+from examples.rediscluster.shared.tasks import cancel_and_wait
 
 __all__ = ["ClusterKey", "Endpoints", "HealthProber", "Probe"]
 
@@ -140,11 +140,7 @@ class HealthProber:
             if cluster.deadline is not None:
                 cluster.deadline.cancel()
                 cluster.deadline = None
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(tasks)
         self._inflight.clear()
 
     async def _run(self) -> None:

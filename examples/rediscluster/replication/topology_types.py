@@ -85,46 +85,54 @@ class Policy:
 
 
 # Actions, carried out in plan order; the executor stops at the first failure and requeues.
-# RecordMaster: persist status currentMaster=pod, masterEpoch=epoch before any later action.
-# Promote: REPLICAOF NO ONE, then verify role:master. ReplicaOf / Demote: REPLICAOF <master>;
-# Demote is for a node that is a master now (a returning old master, a fresh pod at bootstrap).
-# Switchover: planned handover (redis_admin.failover_to: CLIENT PAUSE WRITE, <to> caught up, then
-# FAILOVER TO <to> FORCE) run on the live old master <pod>,
-# then waited for until <to> is master (the following actions see the handover done).
-# SetLabel: the pod's role label. Wait: nothing safe to do now; requeue and observe again.
 
 
 @dataclass(frozen=True, slots=True)
 class RecordMaster:
+    """Persist status ``currentMaster=pod``, ``masterEpoch=epoch`` before any later action."""
+
     pod: str
     epoch: int
 
 
 @dataclass(frozen=True, slots=True)
 class Promote:
+    """``REPLICAOF NO ONE`` on ``pod``, then its ``role:master`` verified."""
+
     pod: str
 
 
 @dataclass(frozen=True, slots=True)
 class ReplicaOf:
+    """``REPLICAOF <master>`` on the replica ``pod``."""
+
     pod: str
     master: str
 
 
 @dataclass(frozen=True, slots=True)
 class Demote:
+    """``REPLICAOF <master>`` on ``pod`` while it is a master (a returning old master, a fresh pod
+    at bootstrap)."""
+
     pod: str
     master: str
 
 
 @dataclass(frozen=True, slots=True)
 class Switchover:
+    """A planned handover run on the live old master ``pod`` (``redis_admin.failover_to``: ``CLIENT
+    PAUSE WRITE``, ``to`` caught up, then ``FAILOVER TO <to> FORCE``), then waited for until ``to``
+    is master (the following actions see the handover done)."""
+
     pod: str
     to: str
 
 
 @dataclass(frozen=True, slots=True)
 class SetLabel:
+    """The role label of ``pod``."""
+
     pod: str
     #: a Role, or ``"fenced"`` (``api.intents.FENCED_LABEL``: no Service selects it)
     role: Role | str
@@ -132,6 +140,8 @@ class SetLabel:
 
 @dataclass(frozen=True, slots=True)
 class Wait:
+    """Nothing safe to do now: the executor stops here; the reconcile requeues and observes again."""
+
     reason: str
 
 

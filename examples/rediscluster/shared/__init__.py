@@ -6,7 +6,8 @@
   translated at the boundary, the password scrubbed);
 - ``finalizer``: the last snapshot before a RedisCluster is deleted;
 - ``metrics``: the operator's Prometheus metrics;
-- ``security``: the password Secret, TLS material and ACL users.
+- ``security``: the password Secret, TLS material and ACL users;
+- ``tasks``: how the background tasks (prober, slot mover) stop.
 
 This package's ``__init__`` imports nothing, so a backup Job's worker loads only the modules it
 uses (``shared.security.tls``).

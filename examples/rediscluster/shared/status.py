@@ -6,7 +6,8 @@
   Degraded conditions (an invalid spec is the reason and message of both), the scale selector;
 - :func:`write_status` is step 7 of a reconcile, in both modes: the status subresource is written
   only when it changed (``lastSyncTimestamp`` marks the last change), with an optimistic lock: a
-  Conflict (a stale read) propagates and the controller requeues it without an error log.
+  Conflict (a stale read) propagates and the controller requeues it without an error log;
+  :func:`publish_status` first has the operator's metrics follow the new status.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import datetime
 from collections.abc import Sequence
 
 from examples.rediscluster.api import RedisCluster, RedisClusterPhase, RedisClusterStatus
+from examples.rediscluster.shared import metrics
 from examples.rediscluster.shared.children import CONFLICT_PREFIX
 from examples.rediscluster.shared.resources import selector
 from examples.rediscluster.shared.security.auth import password_ref
@@ -22,7 +24,7 @@ from pyctrl.client import Client
 from pyctrl.client.objects import Condition
 from pyctrl.client.patch import MergeFrom
 
-__all__ = ["condition", "now", "reported", "write_status"]
+__all__ = ["condition", "now", "publish_status", "reported", "write_status"]
 
 
 def now() -> str:
@@ -50,6 +52,15 @@ async def write_status(client: Client, cluster: RedisCluster, new: RedisClusterS
     before = cluster.model_copy(deep=True)
     cluster.status = new
     await client.status().patch(cluster, MergeFrom(before, optimistic_lock=True))
+
+
+async def publish_status(
+    client: Client, cluster: RedisCluster, new: RedisClusterStatus, *, pods: int
+) -> None:
+    """The status step's writes, the same in both modes: the operator's metrics follow ``new``
+    (``pods``: how many the spec asks for), then :func:`write_status`."""
+    metrics.observe_status(cluster.namespace, cluster.name, pods, new)
+    await write_status(client, cluster, new)
 
 
 def reported(

@@ -18,6 +18,10 @@ process of the environment, not as a Pod:
   the machine do not collide; the apiserver dials the ClusterIP as it does for any APIService
   without ``--enable-aggregator-routing``, and verifies the serving certificate
   (``metrics-server.kube-system.svc``) against the APIService's ``caBundle``;
+- the aggregator calls an APIService Available only when its Service has a ready endpoint in an
+  EndpointSlice; EndpointSlices refuse loopback IPs, so the one written here (``metrics-server``,
+  not managed by any controller) has addressType FQDN and names the Service's own DNS name. It is
+  bookkeeping only: requests go to the ClusterIP, as said above;
 - requests proxied by the aggregator are trusted only from the front-proxy client certificate
   (``--requestheader-*`` flags of the apiserver, read by metrics-server from
   ``kube-system/extension-apiserver-authentication``).
@@ -41,6 +45,7 @@ __all__ = [
     "USER",
     "MetricsServerError",
     "api_service",
+    "endpoint_slice",
     "metrics_server_args",
     "metrics_server_bin",
     "rbac_objects",
@@ -154,6 +159,25 @@ def service(port: int) -> dict[str, Any]:
         "kind": "Service",
         "metadata": {"name": SERVICE, "namespace": NAMESPACE, "labels": {"k8s-app": "metrics-server"}},
         "spec": {"ports": [{"name": "https", "port": port, "protocol": "TCP", "targetPort": port}]},
+    }
+
+
+def endpoint_slice(port: int) -> dict[str, Any]:
+    """The ready endpoint the aggregator's availability check wants (see the module docstring)."""
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": SERVICE,
+            "namespace": NAMESPACE,
+            "labels": {
+                "kubernetes.io/service-name": SERVICE,
+                "endpointslice.kubernetes.io/managed-by": "envtest.pyctrl.dev",
+            },
+        },
+        "addressType": "FQDN",
+        "endpoints": [{"addresses": [f"{SERVICE}.{NAMESPACE}.svc"], "conditions": {"ready": True}}],
+        "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
     }
 
 

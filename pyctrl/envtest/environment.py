@@ -73,6 +73,7 @@ from pyctrl.envtest._metricsserver import (
     USER,
     MetricsServerError,
     api_service,
+    endpoint_slice,
     metrics_server_args,
     metrics_server_bin,
     rbac_objects,
@@ -492,6 +493,11 @@ class Environment(ClusterConveniences):
         stderr)."""
         if "metrics-server" in self.processes:
             raise EnvtestError("metrics-server is already running in this environment")
+        if self.real is not None:
+            raise EnvtestError(
+                "metrics-server runs with local nodes only: it listens on its Service's ClusterIP, "
+                "which is a loopback address only there (real nodes: see docs/guide/autoscaling.md)"
+            )
         try:
             binary = metrics_server_bin()
         except MetricsServerError as exc:
@@ -506,6 +512,7 @@ class Environment(ClusterConveniences):
             port = free_port(host=host, avoid=set(self.ports.values()))
             svc = self._apply(f"/api/v1/namespaces/{NAMESPACE}/services", service(port))
         self.ports["metrics_server"] = port
+        self._apply(f"/apis/discovery.k8s.io/v1/namespaces/{NAMESPACE}/endpointslices", endpoint_slice(port))
         cert_dir = self.state_dir / "pki" / "metrics-server"
         self.pki.issue_serving_cert(cert_dir, (f"{SERVICE}.{NAMESPACE}.svc", host))
         kubeconfig = self.add_user(USER)

@@ -215,5 +215,6 @@ def metrics_server_args(
         "--kubelet-preferred-address-types=InternalIP",
         "--kubelet-use-node-status-port",
         f"--metric-resolution={RESOLUTION}",
+        "--kubelet-request-timeout=5s",  # below the resolution, as metrics-server requires
         "--v=1",
     ]

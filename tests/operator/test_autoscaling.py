@@ -37,6 +37,8 @@ def metrics_server(envtest: Environment) -> Iterator[Environment]:
         yield envtest
     finally:
         envtest.stop_metrics_server()
+    groups = envtest.http.get("/apis")["groups"]
+    assert "metrics.k8s.io" not in {g["name"] for g in groups}, "the APIService outlived metrics-server"
 
 
 def _pod_memory(env: Environment, namespace: str) -> dict[str, float]:

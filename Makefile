@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap test e2e lint typecheck pytest docs demo bench controlplane helm promtool redis-exporter dashboard-linter node node-images image image-test generate clean
+.PHONY: bootstrap test e2e lint typecheck pytest docs demo bench controlplane helm promtool redis-exporter dashboard-linter metrics-server node node-images image image-test generate clean
 
 bootstrap:
 	@scripts/bootstrap.sh
@@ -21,6 +21,9 @@ redis-exporter:
 
 dashboard-linter:
 	@tools/dashboard-linter/build.sh
+
+metrics-server:
+	@tools/metrics-server/build.sh
 
 # Real nodes: kubelet, kube-proxy and CoreDNS (tools/node), containerd & co from Debian, the images.
 node:

@@ -10,8 +10,10 @@
 #      and the Prometheus Operator's ServiceMonitor/PrometheusRule CRDs
 #      (tools/prometheus-operator/fetch-crds.sh: a module zip through the Go module proxy);
 #   6. redis_exporter (the Redis metrics sidecar) and Grafana's dashboard-linter
-#      (tools/redis_exporter/build.sh, tools/dashboard-linter/build.sh), built only when missing.
-# A second run prints nine "up to date" lines and takes a few seconds.
+#      (tools/redis_exporter/build.sh, tools/dashboard-linter/build.sh), built only when missing;
+#   7. metrics-server (envtest's metrics.k8s.io: kubectl top and the HPA tests;
+#      tools/metrics-server/build.sh), built only when missing.
+# A second run prints ten "up to date" lines and takes a few seconds.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -66,3 +68,6 @@ tools/prometheus-operator/fetch-crds.sh
 # 6. redis_exporter and dashboard-linter (the toolkit's metrics, alert and dashboard tests)
 tools/redis_exporter/build.sh
 tools/dashboard-linter/build.sh
+
+# 7. metrics-server (Environment(metrics_server=True): kubectl top, HorizontalPodAutoscaler tests)
+tools/metrics-server/build.sh

@@ -1,10 +1,11 @@
 """``python -m pyctrl.envtest start|stop|status|node|bin-dir`` -- the local control plane, detached.
 
-- ``start --state-dir DIR [--nodes N] [--runtime local|kubelet] [--crds PATH ...] [--no-local-node]``:
+- ``start --state-dir DIR [--nodes N] [--runtime local|kubelet] [--crds PATH ...] [--no-local-node]
+  [--metrics-server]``:
   start it (N nodes, default 1: local nodes, or with ``--runtime kubelet`` real nodes -- kubelet,
   containerd, kube-proxy -- and CoreDNS) and print the kubeconfig path (``DIR/kubeconfig``); on a
   directory whose control plane runs, say so and exit 0; a stale directory from a killed run is
-  recovered.
+  recovered. ``--metrics-server`` also runs metrics-server (``kubectl top``, HPA resource metrics).
 - ``stop --state-dir DIR``: stop it; no process is left behind.
 - ``status --state-dir DIR``: print each component's pid and whether it runs, and each stopped
   node (exit 1 if a component or a node not stopped on purpose is dead).
@@ -52,6 +53,11 @@ def _parser() -> argparse.ArgumentParser:
         default="local",
         help="local: Pods as local processes (default); kubelet: real nodes (kubelet, containerd, CoreDNS)",
     )
+    start.add_argument(
+        "--metrics-server",
+        action="store_true",
+        help="run metrics-server behind the metrics.k8s.io APIService (kubectl top, HPA resource metrics)",
+    )
     for name in ("stop", "status"):
         p = sub.add_parser(name, help=f"{name} the control plane in --state-dir")
         p.add_argument("--state-dir", type=Path, required=True)
@@ -72,6 +78,7 @@ def _start(args: argparse.Namespace) -> int:
         api_port=args.api_port,
         attached=False,
         runtime=args.runtime,
+        metrics_server=args.metrics_server,
     )
     try:
         env.start()

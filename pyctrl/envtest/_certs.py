@@ -3,7 +3,9 @@
 ``TinyCA`` is an in-memory self-signed CA issuing ``CertPair``s; tests use it for the TLS material
 of their Secrets. ``Pki`` keeps one on disk for a control plane and signs with it: the apiserver
 serving certificate (SANs 127.0.0.1, localhost and the in-cluster service names), client
-certificates (CN = user, O = groups); a separate RSA key pair signs service-account tokens.
+certificates (CN = user, O = groups); a separate RSA key pair signs service-account tokens; a
+separate front-proxy CA signs the one client certificate (CN ``front-proxy-client``) with which the
+apiserver's aggregation layer proxies to an extension apiserver (kubeadm's ``front-proxy-ca``).
 Everything is written as PEM files under ``pki/``; existing files are reused so a restarted
 control plane keeps trusting earlier kubeconfigs."""
 
@@ -156,6 +158,8 @@ class Pki:
         self.ca_cert, self.ca_key = directory / "ca.crt", directory / "ca.key"
         self.serving_cert, self.serving_key = directory / "apiserver.crt", directory / "apiserver.key"
         self.sa_key, self.sa_pub = directory / "sa.key", directory / "sa.pub"  # service-account tokens
+        self.front_proxy_ca = directory / "front-proxy-ca.crt"
+        self.front_proxy_client = directory / "front-proxy-client.crt", directory / "front-proxy-client.key"
 
     def ensure(self, extra_hosts: tuple[str, ...] = ()) -> None:
         """Create the CA, serving certificate and service-account keys unless present; a serving
@@ -185,6 +189,22 @@ class Pki:
                     serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
                 )
             )
+
+    def ensure_front_proxy(self) -> None:
+        """The front-proxy CA and its ``front-proxy-client`` certificate, unless present: the
+        apiserver trusts request headers (X-Remote-User/Group) only from that client, and an
+        extension apiserver (metrics-server) only from a certificate signed by that CA."""
+        ca_key = self.directory / "front-proxy-ca.key"
+        cert, key = self.front_proxy_client
+        if all(p.exists() for p in (self.front_proxy_ca, ca_key, cert, key)):
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        ca = TinyCA("front-proxy-ca")
+        _write_key(ca_key, ca.ca.key)
+        self.front_proxy_ca.write_bytes(ca.pem)
+        pair = ca.issue("front-proxy-client", usages=(ExtendedKeyUsageOID.CLIENT_AUTH,))
+        _write_key(key, pair.key)
+        cert.write_bytes(pair.cert_pem)
 
     def _serves(self, hosts: tuple[str, ...]) -> bool:
         """The serving certificate exists and names every one of ``hosts``."""

@@ -17,6 +17,7 @@ from typing import Any
 from pyctrl.envtest._certs import Pki
 
 __all__ = [
+    "HPA_SYNC_PERIOD",
     "NODE_MONITOR_GRACE",
     "NODE_MONITOR_PERIOD",
     "SERVICE_CIDR",
@@ -38,6 +39,8 @@ SERVICE_CIDR = "127.255.0.0/16"
 #: how long a node may go without renewing its Lease before it is NotReady (real default: 5 s, 40 s).
 NODE_MONITOR_PERIOD = 2
 NODE_MONITOR_GRACE = 20
+#: kube-controller-manager's --horizontal-pod-autoscaler-sync-period (seconds; upstream 15).
+HPA_SYNC_PERIOD = 5
 
 
 def etcd_args(binary: str, state_dir: Path, client_url: str, peer_url: str) -> list[str]:
@@ -70,6 +73,7 @@ def apiserver_args(
     ``real_nodes``: kubelets authenticate as ``system:node:<name>``, so the Node authorizer and
     the NodeRestriction admission plugin are on, as in a kubeadm cluster."""
     kubelet_client = pki.client_cert("kube-apiserver-kubelet-client", ("system:masters",))
+    pki.ensure_front_proxy()
     nodes = ["--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction"]
     return [
         binary,
@@ -92,6 +96,17 @@ def apiserver_args(
         f"--kubelet-client-key={kubelet_client[1]}",
         f"--kubelet-certificate-authority={pki.ca_cert}",
         "--kubelet-preferred-address-types=InternalIP",
+        # The aggregation layer (APIService: metrics-server's metrics.k8s.io), as kubeadm sets it:
+        # the apiserver proxies with the front-proxy client certificate and the user in headers,
+        # which an extension apiserver trusts from that CA alone (it reads these settings from
+        # kube-system/extension-apiserver-authentication).
+        f"--requestheader-client-ca-file={pki.front_proxy_ca}",
+        "--requestheader-allowed-names=front-proxy-client",
+        "--requestheader-username-headers=X-Remote-User",
+        "--requestheader-group-headers=X-Remote-Group",
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+        f"--proxy-client-cert-file={pki.front_proxy_client[0]}",
+        f"--proxy-client-key-file={pki.front_proxy_client[1]}",
         *(nodes if real_nodes else ["--authorization-mode=RBAC"]),
         "--allow-privileged=true",
         "--profiling=false",
@@ -128,6 +143,10 @@ def controller_manager_args(
         # tolerationSeconds (300 s, DefaultTolerationSeconds admission) have passed.
         f"--node-monitor-period={NODE_MONITOR_PERIOD}s",
         f"--node-monitor-grace-period={NODE_MONITOR_GRACE}s",
+        # The HorizontalPodAutoscaler looks at its targets every HPA_SYNC_PERIOD (15 s upstream):
+        # only HPAs are affected, so scaling tests wait less; their scale-down stabilization
+        # window is each HPA's own (spec.behavior).
+        f"--horizontal-pod-autoscaler-sync-period={HPA_SYNC_PERIOD}s",
         "--leader-elect=false",
         "--v=1",
     ]

@@ -23,6 +23,12 @@ Guarantees:
   certificates and etcd data reused);
 - a preferred port that is taken is replaced by a free one.
 
+``metrics_server=True`` also runs metrics-server behind the APIService ``v1beta1.metrics.k8s.io``
+(``_metricsserver``): ``start`` then returns once that APIService is Available, and ``kubectl
+top`` / HorizontalPodAutoscalers get the local nodes' resource metrics (a new Pod's within about
+20 s). ``start_metrics_server`` / ``stop_metrics_server`` add or remove it on a running
+environment (stopping removes the APIService first, so API discovery stays complete).
+
 ``runtime="kubelet"`` runs real nodes instead (``pyctrl.envtest.realnode``): the upstream kubelet
 with containerd and runc, kube-proxy and CoreDNS, each node in its own namespaces; kube-apiserver
 then listens on the host's address on the environment's bridge (not loopback), which the admin
@@ -60,6 +66,19 @@ from pyctrl.envtest._conveniences import ClusterConveniences
 from pyctrl.envtest._errors import AlreadyRunning, EnvtestError, NodeError
 from pyctrl.envtest._http import AdminHTTP, ApiError, poll_until
 from pyctrl.envtest._kubeconfig import write_kubeconfig
+from pyctrl.envtest._metricsserver import (
+    API_SERVICE,
+    NAMESPACE,
+    SERVICE,
+    USER,
+    MetricsServerError,
+    api_service,
+    endpoint_slice,
+    metrics_server_args,
+    metrics_server_bin,
+    rbac_objects,
+    service,
+)
 from pyctrl.envtest._nodes import node_args, node_names, power_off
 from pyctrl.envtest._process import ManagedProcess, free_port, pid_alive, port_free, start_process
 from pyctrl.envtest.realnode.addons import coredns_image, coredns_objects
@@ -90,6 +109,7 @@ class Environment(ClusterConveniences):
     ``local-node-N`` over zones zone-a/b/c): ``node_names`` lists them, ``stop_node`` /
     ``start_node`` power one off and on again. ``runtime="kubelet"``: real nodes (kubelet,
     containerd, kube-proxy; named ``real-node`` / ``real-node-N``) and CoreDNS.
+    ``metrics_server=True``: metrics-server and the metrics.k8s.io APIService (``kubectl top``).
     """
 
     def __init__(
@@ -104,6 +124,7 @@ class Environment(ClusterConveniences):
         attached: bool = True,
         start_timeout: float = 90.0,
         runtime: str = "local",
+        metrics_server: bool = False,
     ) -> None:
         if runtime not in RUNTIMES:
             raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
@@ -114,6 +135,7 @@ class Environment(ClusterConveniences):
         self.state_dir = Path(state_dir) if state_dir else Path(tempfile.mkdtemp(prefix="pyctrl-envtest-"))
         self.crd_directory_paths = [Path(p) for p in crd_directory_paths]
         self.local_node = local_node
+        self.metrics_server = metrics_server
         self.node_name = node_name
         self.attached = attached
         self.start_timeout = start_timeout
@@ -180,6 +202,8 @@ class Environment(ClusterConveniences):
                 self._start_cluster_dns()
             if self.crd_directory_paths:
                 self.install_crds(self.crd_directory_paths)
+            if self.metrics_server:
+                self.start_metrics_server()
         except BaseException:
             self.stop()
             raise
@@ -190,6 +214,12 @@ class Environment(ClusterConveniences):
         if self.attached:
             atexit.unregister(self.stop)
         errors = []
+        metrics = self.processes.pop("metrics-server", None)
+        if metrics is not None:  # first: it scrapes the nodes and answers for the apiserver
+            try:
+                metrics.stop(grace=10.0)
+            except RuntimeError as exc:
+                errors.append(str(exc))
         nodes = [self.processes.pop(n) for n in self.node_names if n in self.processes]
         if self.real is not None:  # real nodes: powered off (their PID namespaces die at once)
             for node in nodes:
@@ -450,6 +480,76 @@ class Environment(ClusterConveniences):
         return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions) and not any(
             t.get("key") in _NODE_TAINTS for t in taints
         )
+
+    # -- metrics-server ------------------------------------------------------------------------
+    def _apply(self, collection: str, obj: dict[str, Any]) -> Any:
+        """Server-side apply ``obj`` (field manager ``envtest``) into ``collection``."""
+        path = f"{collection}/{obj['metadata']['name']}?fieldManager=envtest&force=true"
+        return self.http.request("PATCH", path, obj, content_type="application/apply-patch+yaml")
+
+    def start_metrics_server(self) -> None:
+        """Run metrics-server and register its APIService (see ``_metricsserver``); returns once
+        the APIService is Available. Builds the binary first when it is missing (progress on
+        stderr)."""
+        if "metrics-server" in self.processes:
+            raise EnvtestError("metrics-server is already running in this environment")
+        if self.real is not None:
+            raise EnvtestError(
+                "metrics-server runs with local nodes only: it listens on its Service's ClusterIP, "
+                "which is a loopback address only there (real nodes: see docs/guide/autoscaling.md)"
+            )
+        try:
+            binary = metrics_server_bin()
+        except MetricsServerError as exc:
+            raise EnvtestError(str(exc)) from exc
+        self.metrics_server = True
+        for collection, obj in rbac_objects():
+            self._apply(collection, obj)
+        port = free_port(self.ports.get("metrics_server"), avoid=set(self.ports.values()))
+        svc = self._apply(f"/api/v1/namespaces/{NAMESPACE}/services", service(port))
+        host = svc["spec"]["clusterIP"]
+        if not port_free(port, host):  # another environment's ClusterIP:port (a shared range)
+            port = free_port(host=host, avoid=set(self.ports.values()))
+            svc = self._apply(f"/api/v1/namespaces/{NAMESPACE}/services", service(port))
+        self.ports["metrics_server"] = port
+        self._apply(f"/apis/discovery.k8s.io/v1/namespaces/{NAMESPACE}/endpointslices", endpoint_slice(port))
+        cert_dir = self.state_dir / "pki" / "metrics-server"
+        self.pki.issue_serving_cert(cert_dir, (f"{SERVICE}.{NAMESPACE}.svc", host))
+        kubeconfig = self.add_user(USER)
+        args = metrics_server_args(
+            binary, kubeconfig=kubeconfig, ca=self.pki.ca_cert, cert_dir=cert_dir, host=host, port=port
+        )
+        proc = self._launch("metrics-server", args)
+        self._save_state()
+        self._wait(proc, "metrics-server /livez", lambda: insecure_ok(f"https://{host}:{port}/livez"))
+        self._apply(
+            "/apis/apiregistration.k8s.io/v1/apiservices", api_service(port, self.pki.ca_cert.read_bytes())
+        )
+        self._wait(proc, f"APIService {API_SERVICE} Available", self._metrics_api_available)
+
+    def _metrics_api_available(self) -> bool:
+        found = self.http.get(f"/apis/apiregistration.k8s.io/v1/apiservices/{API_SERVICE}")
+        conditions = (found.get("status") or {}).get("conditions") or []
+        return any(c.get("type") == "Available" and c.get("status") == "True" for c in conditions)
+
+    def stop_metrics_server(self) -> None:
+        """Remove the APIService (so discovery does not report an unavailable group), then stop
+        metrics-server. Nothing to do when it is not running."""
+        proc = self.processes.pop("metrics-server", None)
+        if proc is None:
+            return
+        self.metrics_server = False
+        try:
+            self.http.request("DELETE", f"/apis/apiregistration.k8s.io/v1/apiservices/{API_SERVICE}")
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
+        try:
+            proc.stop(grace=10.0)
+        except RuntimeError as exc:
+            raise EnvtestError(str(exc)) from exc
+        finally:
+            self._save_state()
 
     # -- nodes ---------------------------------------------------------------------------------
     def node_dir(self, name: str) -> Path:

@@ -150,6 +150,11 @@ class PodWorker:
     def poke(self) -> None:
         self._wake.set()
 
+    @property
+    def measured(self) -> list[Container]:
+        """Every container of the Pod, init containers first (the resource metrics' subjects)."""
+        return self.init_containers + self.containers
+
     def container(self, name: str) -> Container | None:
         return next((c for c in self.init_containers + self.containers if c.name == name), None)
 

@@ -21,6 +21,10 @@ Guarantees:
 - ``/exec/{namespace}/{pod}/{container}?command=...`` runs a command in the container over
   WebSocket (``streams.py``); 400 when the container is not running;
 - ``GET /pods`` lists the Pods this node runs (a PodList), ``GET /healthz`` answers ``ok``;
+- ``GET /metrics/resource`` answers the resource metrics of the node and its running containers
+  (``resourcemetrics.py``), what metrics-server scrapes; as the kubelet does, it is authorized on
+  the ``nodes/metrics`` subresource (``system:metrics-server``'s ClusterRole grants it), the other
+  paths on ``nodes/proxy``;
 - attach and port-forward answer 501 with why (see ``docs/local-node.md``).
 """
 
@@ -39,7 +43,7 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 from pyctrl.envtest._certs import Pki
-from pyctrl.envtest.node import logs
+from pyctrl.envtest.node import logs, resourcemetrics
 from pyctrl.envtest.node.kube import ApiError, Kube
 from pyctrl.envtest.node.streams import ExecTarget, serve_exec
 
@@ -55,7 +59,7 @@ class ContainerView(ExecTarget, Protocol):
     def running(self) -> bool: ...
 
 
-class PodView(Protocol):
+class PodView(resourcemetrics.MeasuredPod, Protocol):
     """What the API needs from a Pod the node runs."""
 
     pod: dict[str, Any]
@@ -112,6 +116,7 @@ class KubeletServer:
         app = web.Application(middlewares=[self._guard])
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/pods", self._pods)
+        app.router.add_get("/metrics/resource", self._resource_metrics)
         app.router.add_get("/containerLogs/{namespace}/{pod}/{container}", self._logs)
         app.router.add_route("*", "/exec/{namespace}/{pod}/{container}", self._exec)
         for prefix in ("attach", "portForward", "run"):
@@ -161,6 +166,10 @@ class KubeletServer:
 
     async def _authorize(self, user: str, groups: list[str], request: web.Request) -> None:
         verb = "get" if request.method in ("GET", "HEAD") else "create"
+        # kubelet server/auth.go: /metrics and below map to nodes/metrics, the rest to nodes/proxy.
+        subresource = (
+            "metrics" if request.path == "/metrics" or request.path.startswith("/metrics/") else "proxy"
+        )
         review = {
             "apiVersion": "authorization.k8s.io/v1",
             "kind": "SubjectAccessReview",
@@ -170,7 +179,7 @@ class KubeletServer:
                 "resourceAttributes": {
                     "verb": verb,
                     "resource": "nodes",
-                    "subresource": "proxy",
+                    "subresource": subresource,
                     "name": self.node_name,
                 },
             },
@@ -184,7 +193,7 @@ class KubeletServer:
         if not answer.get("status", {}).get("allowed"):
             raise _HTTPError(
                 403,
-                f"Forbidden (user={user}, verb={verb}, resource=nodes, subresource=proxy, "
+                f"Forbidden (user={user}, verb={verb}, resource=nodes, subresource={subresource}, "
                 f"name={self.node_name})",
             )
 
@@ -195,6 +204,10 @@ class KubeletServer:
     async def _pods(self, request: web.Request) -> web.Response:
         items = [view.pod for view in self.pods()]
         return web.json_response({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items})
+
+    async def _resource_metrics(self, request: web.Request) -> web.Response:
+        page = await asyncio.to_thread(resourcemetrics.render, self.pods())
+        return web.Response(body=page, headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 
     def _find(self, namespace: str, name: str) -> PodView | None:
         for view in self.pods():

@@ -11,9 +11,8 @@
 #      (tools/prometheus-operator/fetch-crds.sh: a module zip through the Go module proxy);
 #   6. redis_exporter (the Redis metrics sidecar) and Grafana's dashboard-linter
 #      (tools/redis_exporter/build.sh, tools/dashboard-linter/build.sh), built only when missing;
-#   7. metrics-server (envtest's metrics.k8s.io: kubectl top and the HPA tests;
-#      tools/metrics-server/build.sh), built only when missing.
-# A second run prints ten "up to date" lines and takes a few seconds.
+# (metrics-server, for kubectl top and the HPA test, is `make e2e`'s: `make metrics-server`.)
+# A second run prints nine "up to date" lines and takes a few seconds.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -69,5 +68,6 @@ tools/prometheus-operator/fetch-crds.sh
 tools/redis_exporter/build.sh
 tools/dashboard-linter/build.sh
 
-# 7. metrics-server (Environment(metrics_server=True): kubectl top, HorizontalPodAutoscaler tests)
-tools/metrics-server/build.sh
+# metrics-server (Environment(metrics_server=True): kubectl top and the HorizontalPodAutoscaler
+# test) is built by `make e2e` (`make metrics-server`), not here: its own k8s.io modules make it a
+# long cold build, and `make test` does not use it.

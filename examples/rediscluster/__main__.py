@@ -4,7 +4,11 @@ Flags follow kubebuilder's generated ``main.go``: ``--kubeconfig``, ``--namespac
 list, or all when omitted), ``--leader-elect``, ``--leader-election-id``,
 ``--leader-election-namespace``, ``--leader-elect-lease-duration``/``--leader-elect-renew-deadline``/
 ``--leader-elect-retry-period`` (seconds, default 15/10/2 as controller-runtime; refused unless
-lease duration > renew deadline > 1.2 x retry period, as client-go), ``--metrics-bind-address`` (``:8080``),
+lease duration > renew deadline > 1.2 x retry period, as client-go), ``--metrics-bind-address``
+(``:8443``), ``--metrics-secure``/``--no-metrics-secure`` (default on, as kubebuilder's ``main.go``:
+HTTPS, every scrape authenticated with a TokenReview and authorized with a SubjectAccessReview for
+``get`` on ``/metrics``; off: plain HTTP for anyone who reaches the port), ``--metrics-cert-dir``
+(``tls.crt``/``tls.key``; default a self-signed certificate made at start),
 ``--health-probe-bind-address`` (``:8081``), ``--log-format json|text``, ``--log-level``,
 ``--max-concurrent-reconciles``, ``--no-warm-standby`` (a standby then starts its informers only
 after winning the election), ``--webhook-port``/``--webhook-host``/``--webhook-cert-dir`` to serve the
@@ -61,7 +65,18 @@ def parse_args(argv: list[str] | None = None) -> OperatorOptions:
     p.add_argument("--leader-elect-lease-duration", dest="lease_duration", type=_positive, default=15.0)
     p.add_argument("--leader-elect-renew-deadline", dest="renew_deadline", type=_positive, default=10.0)
     p.add_argument("--leader-elect-retry-period", dest="retry_period", type=_positive, default=2.0)
-    p.add_argument("--metrics-bind-address", default=":8080", help="'0' disables")
+    p.add_argument("--metrics-bind-address", default=":8443", help="'0' disables")
+    p.add_argument(
+        "--metrics-secure",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="serve /metrics over HTTPS to authenticated, authorized scrapers only (default: on)",
+    )
+    p.add_argument(
+        "--metrics-cert-dir",
+        default=None,
+        help="tls.crt and tls.key of the secure metrics server (default: self-signed at start)",
+    )
     p.add_argument("--health-probe-bind-address", default=":8081", help="'0' disables")
     p.add_argument("--log-format", choices=("text", "json"), default="text")
     p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")

@@ -90,11 +90,12 @@ class NotYet(Exception):
 @rbac(
     groups=["redis.pyctrl.dev"],
     resources=["redisbackups"],
-    verbs=["get", "list", "watch", "create", "update", "patch", "delete"],
+    verbs=["get", "list", "watch", "create", "patch", "delete"],
 )
-@rbac(groups=["redis.pyctrl.dev"], resources=["redisbackups/status"], verbs=["get", "update", "patch"])
+@rbac(groups=["redis.pyctrl.dev"], resources=["redisbackups/status"], verbs=["get", "patch"])
 @rbac(groups=["redis.pyctrl.dev"], resources=["redisbackups/finalizers"], verbs=["update"])
-@rbac(groups=["batch"], resources=["jobs"], verbs=["get", "list", "watch", "create", "delete"])
+# Jobs are never deleted by the operator: they are owned by their RedisBackup (garbage collected).
+@rbac(groups=["batch"], resources=["jobs"], verbs=["get", "list", "watch", "create"])
 @rbac(groups=[""], resources=["persistentvolumeclaims"], verbs=["get", "list", "watch"])
 @rbac(groups=[""], resources=["pods"], verbs=["get", "list", "watch"])
 @rbac(groups=[""], resources=["secrets"], verbs=["get"])

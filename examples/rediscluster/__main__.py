@@ -14,11 +14,12 @@ HTTPS, every scrape authenticated with a TokenReview and authorized with a Subje
 after winning the election), ``--webhook-port``/``--webhook-host``/``--webhook-cert-dir`` to serve the
 validating webhook (off by default: it needs a serving certificate), and ``--redis-timeout`` (the
 connect and socket timeout of every Redis command and health probe, default 1 s), and
-``--shard-count N`` (N > 1: this replica is one of N sharing the RedisClusters, see
-:mod:`pyctrl.sharding`; the ``--leader-elect-*`` timings and namespace apply to its member Lease;
-not with ``--leader-elect``). Exit codes: 0
-after a clean stop, 1 on a runtime failure or lost leadership, 2 on bad configuration (unreadable
-kubeconfig, unreachable apiserver, missing CRD).
+``--min-backup-interval`` (seconds, default 300: a ``spec.backup.schedule`` whose runs come
+closer is refused by the webhook and the schedule controller), ``--shard-count N`` (N > 1: this
+replica is one of N sharing the RedisClusters, see :mod:`pyctrl.sharding`; the
+``--leader-elect-*`` timings and namespace apply to its member Lease; not with
+``--leader-elect``). Exit codes: 0 after a clean stop, 1 on a runtime failure or lost
+leadership, 2 on bad configuration (unreadable kubeconfig, unreachable apiserver, missing CRD).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import asyncio
 import sys
 
 from examples.rediscluster.backup import DEFAULT_IMAGE
+from examples.rediscluster.backup.schedule import DEFAULT_MIN_INTERVAL
 from examples.rediscluster.operator import OperatorOptions, run
 from examples.rediscluster.shared.redis_admin import DEFAULT_IO_TIMEOUT
 from pyctrl.leaderelection import LeaderElectionConfig
@@ -113,6 +115,12 @@ def parse_args(argv: list[str] | None = None) -> OperatorOptions:
         "--backup-image",
         default=DEFAULT_IMAGE,
         help=f"image of the backup Jobs and restore init containers (default {DEFAULT_IMAGE})",
+    )
+    p.add_argument(
+        "--min-backup-interval",
+        type=_positive,
+        default=DEFAULT_MIN_INTERVAL,
+        help="seconds: a backup schedule whose runs come closer is refused (default 300)",
     )
     p.add_argument(
         "--shard-count",

@@ -29,6 +29,7 @@ from examples.rediscluster.api.backup import RedisBackup
 from examples.rediscluster.api.v1beta1 import RedisClusterV1beta1
 from examples.rediscluster.backup import DEFAULT_IMAGE
 from examples.rediscluster.backup.controllers import add_backup_controllers
+from examples.rediscluster.backup.schedule import DEFAULT_MIN_INTERVAL
 from examples.rediscluster.cluster.mover import SlotMover
 from examples.rediscluster.controller import RedisClusterReconciler
 from examples.rediscluster.replication.decision import FAILOVER_PRIORITY
@@ -81,6 +82,8 @@ class OperatorOptions:
     redis_timeout: float = DEFAULT_IO_TIMEOUT
     warm_standby: bool = True
     backup_image: str = DEFAULT_IMAGE
+    #: seconds: a backup schedule whose runs come closer is refused (webhook and controller)
+    min_backup_interval: float = DEFAULT_MIN_INTERVAL
     shard_count: int = 1
 
 
@@ -221,9 +224,11 @@ def build_operator(config: Any, options: OperatorOptions) -> Operator:
         options.backup_image,
         cluster_predicates=[Funcs(update_func=_spec_or_lifecycle_changed)],
         max_concurrent_reconciles=options.max_concurrent_reconciles,
+        min_backup_interval=options.min_backup_interval,
     )
     if webhook_server is not None:
-        WebhookBuilder(mgr).for_(RedisCluster).with_validator(RedisClusterValidator()).complete()
+        validator = RedisClusterValidator(min_backup_interval=options.min_backup_interval)
+        WebhookBuilder(mgr).for_(RedisCluster).with_validator(validator).complete()
         mgr.add_readyz_check("webhook", webhook_server.started_checker())
     return Operator(mgr, reconciler, prober)
 

@@ -47,6 +47,7 @@ from examples.rediscluster.api.rediscluster import (
     _CLUSTER_RULES,
     _REDIS_CONFIG_RULES,
     DEFAULT_IMAGE,
+    NAME_RULES,
     ClusterMode,
     Monitoring,
     NodeLoss,
@@ -297,6 +298,8 @@ class RedisClusterSpecV1beta1(KubeModel):
 class RedisClusterV1beta1(KubeObject):
     """A RedisCluster as ``redis.pyctrl.dev/v1beta1`` (the storage version; converts through the
     v1alpha1 hub)."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": NAME_RULES})
 
     gvk = GroupVersionKind("redis.pyctrl.dev", "v1beta1", "RedisCluster")
     crd: ClassVar[CRDMeta] = CRDMeta(

@@ -15,7 +15,9 @@ after winning the election), ``--webhook-port``/``--webhook-host``/``--webhook-c
 validating webhook (off by default: it needs a serving certificate), and ``--redis-timeout`` (the
 connect and socket timeout of every Redis command and health probe, default 1 s), and
 ``--min-backup-interval`` (seconds, default 300: a ``spec.backup.schedule`` whose runs come
-closer is refused by the webhook and the schedule controller), ``--shard-count N`` (N > 1: this
+closer is refused by the webhook and the schedule controller), ``--s3-endpoint-allowlist``
+(comma-separated ``scheme://host[:port]`` or ``scheme://*.domain``: the only S3 endpoints
+backups may use; default any), ``--shard-count N`` (N > 1: this
 replica is one of N sharing the RedisClusters, see :mod:`pyctrl.sharding`; the
 ``--leader-elect-*`` timings and namespace apply to its member Lease; not with
 ``--leader-elect``). Exit codes: 0 after a clean stop, 1 on a runtime failure or lost
@@ -29,6 +31,7 @@ import asyncio
 import sys
 
 from examples.rediscluster.backup import DEFAULT_IMAGE
+from examples.rediscluster.backup.endpoints import EndpointAllowlist
 from examples.rediscluster.backup.schedule import DEFAULT_MIN_INTERVAL
 from examples.rediscluster.operator import OperatorOptions, run
 from examples.rediscluster.shared.redis_admin import DEFAULT_IO_TIMEOUT
@@ -123,12 +126,22 @@ def parse_args(argv: list[str] | None = None) -> OperatorOptions:
         help="seconds: a backup schedule whose runs come closer is refused (default 300)",
     )
     p.add_argument(
+        "--s3-endpoint-allowlist",
+        default="",
+        help="comma-separated scheme://host[:port] (or scheme://*.domain) S3 endpoints backups may "
+        "use (default: any)",
+    )
+    p.add_argument(
         "--shard-count",
         type=int,
         default=1,
         help="replicas sharing the RedisClusters, each reconciling its part (default 1: no sharding)",
     )
     args = p.parse_args(argv)
+    try:
+        EndpointAllowlist.parse(args.s3_endpoint_allowlist.split(","))
+    except ValueError as exc:
+        p.error(f"--s3-endpoint-allowlist: {exc}")
     if args.shard_count < 1:
         p.error(f"--shard-count must be at least 1, got {args.shard_count}")
     if args.shard_count > 1 and args.leader_elect:

@@ -29,6 +29,7 @@ from examples.rediscluster.api.backup import RedisBackup
 from examples.rediscluster.api.v1beta1 import RedisClusterV1beta1
 from examples.rediscluster.backup import DEFAULT_IMAGE
 from examples.rediscluster.backup.controllers import add_backup_controllers
+from examples.rediscluster.backup.endpoints import EndpointAllowlist
 from examples.rediscluster.backup.schedule import DEFAULT_MIN_INTERVAL
 from examples.rediscluster.cluster.mover import SlotMover
 from examples.rediscluster.controller import RedisClusterReconciler
@@ -84,6 +85,8 @@ class OperatorOptions:
     backup_image: str = DEFAULT_IMAGE
     #: seconds: a backup schedule whose runs come closer is refused (webhook and controller)
     min_backup_interval: float = DEFAULT_MIN_INTERVAL
+    #: comma-separated ``scheme://host[:port]`` (or ``*.domain``) S3 endpoints backups may use; empty: any
+    s3_endpoint_allowlist: str = ""
     shard_count: int = 1
 
 
@@ -133,6 +136,7 @@ class Operator:
 
 
 def build_operator(config: Any, options: OperatorOptions) -> Operator:
+    s3_endpoints = EndpointAllowlist.parse(options.s3_endpoint_allowlist.split(","))  # ValueError: bad entry
     scheme = default_scheme.copy()
     scheme.add(RedisCluster)
     scheme.add(RedisClusterV1beta1)  # with the hub above: the webhook server also serves /convert
@@ -225,9 +229,12 @@ def build_operator(config: Any, options: OperatorOptions) -> Operator:
         cluster_predicates=[Funcs(update_func=_spec_or_lifecycle_changed)],
         max_concurrent_reconciles=options.max_concurrent_reconciles,
         min_backup_interval=options.min_backup_interval,
+        s3_endpoints=s3_endpoints,
     )
     if webhook_server is not None:
-        validator = RedisClusterValidator(min_backup_interval=options.min_backup_interval)
+        validator = RedisClusterValidator(
+            min_backup_interval=options.min_backup_interval, s3_endpoints=s3_endpoints
+        )
         WebhookBuilder(mgr).for_(RedisCluster).with_validator(validator).complete()
         mgr.add_readyz_check("webhook", webhook_server.started_checker())
     return Operator(mgr, reconciler, prober)

@@ -16,6 +16,13 @@ Guarantees, for both:
   bucket or claim directory, rejected credentials) — the Job then fails at once instead of
   spending its retries.
 
+An S3 store talks to its endpoint and nothing else: every request is checked before it is sent
+(botocore's ``before-send``) to go to the endpoint's scheme, host and port — a request anywhere
+else (the S3 region redirector re-resolving the URL, say) is refused with a permanent
+:class:`StoreError`; the HTTP layer follows no redirect (botocore's), and a redirect answer
+(301/302/307) is a permanent :class:`StoreError` naming where it pointed: a store that redirects
+gets neither the data nor the credentials' signatures elsewhere.
+
 The S3 access key pair comes from the environment (``AWS_ACCESS_KEY_ID``,
 ``AWS_SECRET_ACCESS_KEY``: the Job sets them by ``secretKeyRef``) and is never logged.
 """
@@ -27,7 +34,8 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Protocol, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, cast
+from urllib.parse import urlsplit
 
 import boto3
 import botocore.exceptions
@@ -41,6 +49,7 @@ __all__ = ["PART_SIZE", "PvcStore", "Readable", "S3Store", "Store", "StoreError"
 
 PART_SIZE = 8 * 1024 * 1024
 _COPY_CHUNK = 1024 * 1024
+_REDIRECTS = {"301", "302", "307", "PermanentRedirect", "TemporaryRedirect"}
 _PERMANENT_S3 = {
     "NoSuchBucket",
     "InvalidAccessKeyId",
@@ -51,6 +60,13 @@ _PERMANENT_S3 = {
     "404",
     "NoSuchKey",
 }
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port) of ``url``, the port made explicit."""
+    parts = urlsplit(url)
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    return parts.scheme, (parts.hostname or "").lower(), port
 
 
 class StoreError(Exception):
@@ -194,6 +210,8 @@ class S3Store:
                 response_checksum_validation="when_required",
             ),
         )
+        self._origin = _origin(endpoint)
+        self.client.meta.events.register("before-send.s3", self._only_to_the_endpoint)
         self.transfer = TransferConfig(
             multipart_threshold=PART_SIZE,
             multipart_chunksize=PART_SIZE,
@@ -204,6 +222,16 @@ class S3Store:
         # s3transfer's bound on the parts read from a non-seekable source and not yet sent
         self.transfer.max_in_memory_upload_chunks = 4
 
+    def _only_to_the_endpoint(self, request: Any, **_: Any) -> None:
+        """botocore ``before-send`` handler: refuse a request to anywhere but the endpoint."""
+        if _origin(request.url) != self._origin:
+            where = urlsplit(request.url)
+            raise StoreError(
+                f"{self.location}: refusing to send a request to {where.scheme}://{where.netloc}: "
+                f"backups talk to {self.endpoint} only (redirects are not followed)",
+                permanent=True,
+            )
+
     def at(self, key: str) -> S3Store:
         """The object ``key`` of the same bucket, sharing this store's client (one connection pool)."""
         other = copy.copy(self)
@@ -213,6 +241,15 @@ class S3Store:
     def _error(self, exc: Exception) -> StoreError:
         if isinstance(exc, botocore.exceptions.ClientError):
             code = str(exc.response.get("Error", {}).get("Code", ""))
+            if code in _REDIRECTS:
+                headers = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+                region = headers.get("x-amz-bucket-region")
+                to = headers.get("location") or (f"region {region}" if region else "elsewhere")
+                return StoreError(
+                    f"{self.location}: {self.endpoint} answered with a redirect ({code}) to {to}: redirects "
+                    "are not followed (set the endpoint and region of the store that holds the bucket)",
+                    permanent=True,
+                )
             message = str(exc.response.get("Error", {}).get("Message", "")) or code
             return StoreError(f"{self.location}: {code}: {message}", permanent=code in _PERMANENT_S3)
         if isinstance(
@@ -231,6 +268,8 @@ class S3Store:
             self.client.head_bucket(Bucket=self.bucket)  # a clear error before any data moves
         except botocore.exceptions.ClientError as exc:
             code = str(exc.response.get("Error", {}).get("Code", ""))
+            if code in _REDIRECTS:
+                raise self._error(exc) from exc
             if code in ("404", "NoSuchBucket"):
                 raise StoreError(
                     f"bucket {self.bucket!r} does not exist at {self.endpoint}", permanent=True

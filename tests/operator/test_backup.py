@@ -217,12 +217,14 @@ async def test_a_backup_to_s3_and_to_a_pvc_succeeds_with_the_size_and_sha256_of_
 
 
 async def test_bad_input_fails_with_its_reason_and_an_event_and_leaves_the_cluster_running(
-    operator: RunningOperator,
+    start_operator: OperatorFactory,
     cluster_factory: Callable[[str], Cluster],
     envtest: Environment,
     namespace: str,
     object_store: ObjectStore,
 ) -> None:
+    # the store and the unreachable port are allowed; any other endpoint is refused (issue 24)
+    await start_operator(s3_endpoint_allowlist=f"{object_store.endpoint},http://127.0.0.1:9")
     c = cluster_factory("ok")
     await running_cluster(c)
     create_s3_secret(envtest, namespace, object_store.access_key, "not-the-secret-key")
@@ -244,12 +246,19 @@ async def test_bad_input_fails_with_its_reason_and_an_event_and_leaves_the_clust
     no_bucket["s3"]["credentialsSecret"] = {"name": "good-creds"}
     unreachable = s3_destination(object_store, endpoint="http://127.0.0.1:9")
     unreachable["s3"]["credentialsSecret"] = {"name": "good-creds"}
+    elsewhere = s3_destination(object_store, endpoint="http://127.0.0.2:9")
+    elsewhere["s3"]["credentialsSecret"] = {"name": "good-creds"}
     cases = {
         "unknown-cluster": ("nope", good, "RedisCluster 'nope' not found"),
         "missing-bucket": ("ok", no_bucket, "bucket 'no-such-bucket' does not exist"),
         "wrong-credentials": ("ok", s3_destination(object_store), "rejected the credentials"),
         "unreachable": ("ok", unreachable, "cannot reach http://127.0.0.1:9"),
         "missing-claim": ("ok", {"pvc": {"claimName": "nope"}}, "PersistentVolumeClaim 'nope' not found"),
+        "not-allowed": (
+            "ok",
+            elsewhere,
+            "'http://127.0.0.2:9' is not among the S3 endpoints the operator allows",
+        ),
     }
     for name, (cluster, destination, _) in cases.items():
         b.create(name, cluster, destination)
@@ -269,7 +278,7 @@ async def test_bad_input_fails_with_its_reason_and_an_event_and_leaves_the_clust
     }
     assert failures["unreachable"] == 2
     assert failures["missing-bucket"] == failures["wrong-credentials"] == 1
-    assert not {"unknown-cluster", "missing-claim"} & set(failures)  # refused before any Job
+    assert not {"unknown-cluster", "missing-claim", "not-allowed"} & set(failures)  # refused before any Job
     assert await c.ready(2)
     listed = object_store.client().list_objects_v2(Bucket=BUCKET, Prefix=f"redis/{namespace}/")
     assert listed.get("KeyCount", 0) == 0

@@ -18,10 +18,12 @@ Guarantees, for both:
 
 An S3 store talks to its endpoint and nothing else: every request is checked before it is sent
 (botocore's ``before-send``) to go to the endpoint's scheme, host and port — a request anywhere
-else (the S3 region redirector re-resolving the URL, say) is refused with a permanent
-:class:`StoreError`; the HTTP layer follows no redirect (botocore's), and a redirect answer
-(301/302/307) is a permanent :class:`StoreError` naming where it pointed: a store that redirects
-gets neither the data nor the credentials' signatures elsewhere.
+else is refused with a permanent :class:`StoreError`; the HTTP layer follows no redirect
+(botocore's), and a redirect answer (301/302/307/308, ``PermanentRedirect``) is a permanent
+:class:`StoreError` naming where it pointed, raised by a ``needs-retry`` handler that runs before
+botocore's S3 region redirector (which would otherwise re-send the request, and against a store
+redirecting every request recursed until Python's recursion limit). A store that redirects gets
+neither the data nor a signed request elsewhere.
 
 The S3 access key pair comes from the environment (``AWS_ACCESS_KEY_ID``,
 ``AWS_SECRET_ACCESS_KEY``: the Job sets them by ``secretKeyRef``) and is never logged.
@@ -212,6 +214,7 @@ class S3Store:
         )
         self._origin = _origin(endpoint)
         self.client.meta.events.register("before-send.s3", self._only_to_the_endpoint)
+        self.client.meta.events.register_first("needs-retry.s3", self._no_redirects)
         self.transfer = TransferConfig(
             multipart_threshold=PART_SIZE,
             multipart_chunksize=PART_SIZE,
@@ -232,6 +235,23 @@ class S3Store:
                 permanent=True,
             )
 
+    def _no_redirects(self, response: Any = None, **_: Any) -> None:
+        """botocore ``needs-retry`` handler, ahead of the region redirector: a redirect is final."""
+        if response is None:
+            return
+        http, parsed = response
+        code = str((parsed or {}).get("Error", {}).get("Code", ""))
+        status = getattr(http, "status_code", None)
+        if status in (301, 302, 307, 308) or code in _REDIRECTS:
+            headers = getattr(http, "headers", None) or {}
+            region = headers.get("x-amz-bucket-region")
+            to = headers.get("location") or (f"region {region}" if region else "elsewhere")
+            raise StoreError(
+                f"{self.location}: {self.endpoint} answered with a redirect ({status or code}) to {to}: "
+                "redirects are not followed (set the endpoint and region of the store that holds the bucket)",
+                permanent=True,
+            )
+
     def at(self, key: str) -> S3Store:
         """The object ``key`` of the same bucket, sharing this store's client (one connection pool)."""
         other = copy.copy(self)
@@ -241,15 +261,6 @@ class S3Store:
     def _error(self, exc: Exception) -> StoreError:
         if isinstance(exc, botocore.exceptions.ClientError):
             code = str(exc.response.get("Error", {}).get("Code", ""))
-            if code in _REDIRECTS:
-                headers = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
-                region = headers.get("x-amz-bucket-region")
-                to = headers.get("location") or (f"region {region}" if region else "elsewhere")
-                return StoreError(
-                    f"{self.location}: {self.endpoint} answered with a redirect ({code}) to {to}: redirects "
-                    "are not followed (set the endpoint and region of the store that holds the bucket)",
-                    permanent=True,
-                )
             message = str(exc.response.get("Error", {}).get("Message", "")) or code
             return StoreError(f"{self.location}: {code}: {message}", permanent=code in _PERMANENT_S3)
         if isinstance(
@@ -268,8 +279,6 @@ class S3Store:
             self.client.head_bucket(Bucket=self.bucket)  # a clear error before any data moves
         except botocore.exceptions.ClientError as exc:
             code = str(exc.response.get("Error", {}).get("Code", ""))
-            if code in _REDIRECTS:
-                raise self._error(exc) from exc
             if code in ("404", "NoSuchBucket"):
                 raise StoreError(
                     f"bucket {self.bucket!r} does not exist at {self.endpoint}", permanent=True

@@ -137,6 +137,14 @@ def test_secure_metrics_by_default_https_with_token_review_and_a_reader_role(ren
         "ca": {"secret": {"name": "metrics-tls", "key": "ca.crt"}},
     }
 
+    # the operator's other bounds are values too
+    objects = render(
+        "minBackupInterval=600", "s3EndpointAllowlist={https://s3.example.com,http://10.0.0.1:9000}"
+    )
+    args = find(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--min-backup-interval=600" in args
+    assert "--s3-endpoint-allowlist=https://s3.example.com,http://10.0.0.1:9000" in args
+
     # opted out: plain HTTP, no review roles
     objects = render("serviceMonitor.enabled=true", "metrics.secure=false", "metrics.port=8080")
     args = find(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
@@ -281,6 +289,8 @@ def test_shard_count_runs_that_many_sharding_replicas_instead_of_leader_election
         ("serviceMonitor.interval=soon", "serviceMonitor.interval"),
         ("leaderElection.retryPeriod=0", "leaderElection.retryPeriod"),
         ("shardCount=0", "shardCount"),
+        ("minBackupInterval=0", "minBackupInterval"),
+        ("s3EndpointAllowlist={s3.example.com}", "s3EndpointAllowlist.0"),
     ],
 )
 def test_values_breaking_the_schema_are_refused_naming_the_value(helm: str, value: str, named: str) -> None:

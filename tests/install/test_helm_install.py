@@ -26,6 +26,7 @@ the cluster as the next expects; a failed step fails the later ones with it):
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
@@ -389,6 +390,14 @@ def scrape_status(url: str, token: str | None) -> tuple[int, str]:
         return exc.code, exc.read().decode()
 
 
+def plain_http_refused(url: str, token: str) -> bool:
+    """Whether a plain-HTTP GET of the TLS port is refused (closed, or not a 200)."""
+    try:
+        return scrape_status(url, token)[0] != 200
+    except (urllib.error.URLError, http.client.HTTPException, ConnectionError):
+        return True
+
+
 def can_i(env: Environment, kubectl: str, user: str, *args: str) -> str:
     """``kubectl auth can-i ARGS --as=USER``: the apiserver's "yes" or "no"."""
     answer = subprocess.run(
@@ -456,7 +465,7 @@ async def test_metrics_need_a_token_rbac_allows_and_the_operator_may_not_list_se
     await eventually(served, within=60, what="/metrics served to the metrics-reader", interval=0.5)
     status, body = scrape_status(url, reader)
     assert "controller_runtime_reconcile_total" in body
-    assert scrape_status(url.replace("https://", "http://"), reader)[0] != 200  # no plain HTTP
+    assert plain_http_refused(url.replace("https://", "http://"), reader)
     sa = f"system:serviceaccount:{NS}:{RELEASE}-rediscluster-operator"
     assert can_i(cp, kubectl, sa, "list", "secrets", "-A") == "no"
     assert can_i(cp, kubectl, sa, "watch", "secrets", "-A") == "no"

@@ -81,6 +81,7 @@ def _operator(ctx: Any, tag: str, warm: bool) -> tuple[_procs.Child, int]:
         "--leader-elect",
         "--leader-election-id=leaderbench",
         f"--metrics-bind-address=127.0.0.1:{metrics}",
+        "--no-metrics-secure",  # plain HTTP on loopback: read here without a token
         f"--health-probe-bind-address=127.0.0.1:{free_port(avoid={metrics})}",
         "--warm-standby" if warm else "--no-warm-standby",
     ]

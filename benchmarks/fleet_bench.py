@@ -260,6 +260,7 @@ async def measure(scales: list[int], args: argparse.Namespace, env: Environment,
     argv = [sys.executable, "-m", "examples.rediscluster", f"--kubeconfig={env.kubeconfig_path}"]
     argv += [
         f"--metrics-bind-address=127.0.0.1:{metrics}",
+        "--no-metrics-secure",  # plain HTTP on loopback: read here without a token
         f"--health-probe-bind-address=127.0.0.1:{free_port()}",
     ]
     operator = _procs.start("operator", argv, env.log_dir / "fleet-operator.log", cwd=REPO)

@@ -4,17 +4,24 @@ Flags follow kubebuilder's generated ``main.go``: ``--kubeconfig``, ``--namespac
 list, or all when omitted), ``--leader-elect``, ``--leader-election-id``,
 ``--leader-election-namespace``, ``--leader-elect-lease-duration``/``--leader-elect-renew-deadline``/
 ``--leader-elect-retry-period`` (seconds, default 15/10/2 as controller-runtime; refused unless
-lease duration > renew deadline > 1.2 x retry period, as client-go), ``--metrics-bind-address`` (``:8080``),
+lease duration > renew deadline > 1.2 x retry period, as client-go), ``--metrics-bind-address``
+(``:8443``), ``--metrics-secure``/``--no-metrics-secure`` (default on, as kubebuilder's ``main.go``:
+HTTPS, every scrape authenticated with a TokenReview and authorized with a SubjectAccessReview for
+``get`` on ``/metrics``; off: plain HTTP for anyone who reaches the port), ``--metrics-cert-dir``
+(``tls.crt``/``tls.key``; default a self-signed certificate made at start),
 ``--health-probe-bind-address`` (``:8081``), ``--log-format json|text``, ``--log-level``,
 ``--max-concurrent-reconciles``, ``--no-warm-standby`` (a standby then starts its informers only
 after winning the election), ``--webhook-port``/``--webhook-host``/``--webhook-cert-dir`` to serve the
 validating webhook (off by default: it needs a serving certificate), and ``--redis-timeout`` (the
 connect and socket timeout of every Redis command and health probe, default 1 s), and
-``--shard-count N`` (N > 1: this replica is one of N sharing the RedisClusters, see
-:mod:`pyctrl.sharding`; the ``--leader-elect-*`` timings and namespace apply to its member Lease;
-not with ``--leader-elect``). Exit codes: 0
-after a clean stop, 1 on a runtime failure or lost leadership, 2 on bad configuration (unreadable
-kubeconfig, unreachable apiserver, missing CRD).
+``--min-backup-interval`` (seconds, default 300: a ``spec.backup.schedule`` whose runs come
+closer is refused by the webhook and the schedule controller), ``--s3-endpoint-allowlist``
+(comma-separated ``scheme://host[:port]`` or ``scheme://*.domain``: the only S3 endpoints
+backups may use; default any), ``--shard-count N`` (N > 1: this
+replica is one of N sharing the RedisClusters, see :mod:`pyctrl.sharding`; the
+``--leader-elect-*`` timings and namespace apply to its member Lease; not with
+``--leader-elect``). Exit codes: 0 after a clean stop, 1 on a runtime failure or lost
+leadership, 2 on bad configuration (unreadable kubeconfig, unreachable apiserver, missing CRD).
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ import asyncio
 import sys
 
 from examples.rediscluster.backup import DEFAULT_IMAGE
+from examples.rediscluster.backup.endpoints import EndpointAllowlist
+from examples.rediscluster.backup.schedule import DEFAULT_MIN_INTERVAL
 from examples.rediscluster.operator import OperatorOptions, run
 from examples.rediscluster.shared.redis_admin import DEFAULT_IO_TIMEOUT
 from pyctrl.leaderelection import LeaderElectionConfig
@@ -61,7 +70,18 @@ def parse_args(argv: list[str] | None = None) -> OperatorOptions:
     p.add_argument("--leader-elect-lease-duration", dest="lease_duration", type=_positive, default=15.0)
     p.add_argument("--leader-elect-renew-deadline", dest="renew_deadline", type=_positive, default=10.0)
     p.add_argument("--leader-elect-retry-period", dest="retry_period", type=_positive, default=2.0)
-    p.add_argument("--metrics-bind-address", default=":8080", help="'0' disables")
+    p.add_argument("--metrics-bind-address", default=":8443", help="'0' disables")
+    p.add_argument(
+        "--metrics-secure",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="serve /metrics over HTTPS to authenticated, authorized scrapers only (default: on)",
+    )
+    p.add_argument(
+        "--metrics-cert-dir",
+        default=None,
+        help="tls.crt and tls.key of the secure metrics server (default: self-signed at start)",
+    )
     p.add_argument("--health-probe-bind-address", default=":8081", help="'0' disables")
     p.add_argument("--log-format", choices=("text", "json"), default="text")
     p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
@@ -100,12 +120,28 @@ def parse_args(argv: list[str] | None = None) -> OperatorOptions:
         help=f"image of the backup Jobs and restore init containers (default {DEFAULT_IMAGE})",
     )
     p.add_argument(
+        "--min-backup-interval",
+        type=_positive,
+        default=DEFAULT_MIN_INTERVAL,
+        help="seconds: a backup schedule whose runs come closer is refused (default 300)",
+    )
+    p.add_argument(
+        "--s3-endpoint-allowlist",
+        default="",
+        help="comma-separated scheme://host[:port] (or scheme://*.domain) S3 endpoints backups may "
+        "use (default: any)",
+    )
+    p.add_argument(
         "--shard-count",
         type=int,
         default=1,
         help="replicas sharing the RedisClusters, each reconciling its part (default 1: no sharding)",
     )
     args = p.parse_args(argv)
+    try:
+        EndpointAllowlist.parse(args.s3_endpoint_allowlist.split(","))
+    except ValueError as exc:
+        p.error(f"--s3-endpoint-allowlist: {exc}")
     if args.shard_count < 1:
         p.error(f"--shard-count must be at least 1, got {args.shard_count}")
     if args.shard_count > 1 and args.leader_elect:

@@ -10,7 +10,10 @@ Level-triggered: the same observed state gives the same writes, and a converged 
 3. **ensure the finalizer** (``shared.finalizer.ensure_finalizer``);
 4. **security material** (``shared.security.material``): the password, the TLS Secret (a refused
    one is ``InvalidSpec``; the last verified CA keeps being used) and ``spec.users`` (the ACL
-   state; the operator logs in as ``pyctrl-operator``);
+   state; the operator logs in as ``pyctrl-operator``), each read with a GET: the operator holds
+   no Secret list/watch permission, so an unusable password Secret (``SecretUnusable``) means
+   looking again after ``SECRET_POLL`` seconds, and a changed Secret is seen on the next reconcile
+   (at the latest the settled look-again);
 5. **children** (``shared.children.apply_children``), after the mode's engine observed the pods
    and planned (pure) how many the StatefulSet should have: the ACL Secret once a pod accepted the
    rules (``Material.write_users``), then the mode's desired children — none while the spec cannot
@@ -41,6 +44,7 @@ from examples.rediscluster.shared import metrics
 from examples.rediscluster.shared.children import apply_children
 from examples.rediscluster.shared.finalizer import FINALIZER, ensure_finalizer, finalize
 from examples.rediscluster.shared.redis_admin import DEFAULT_IO_TIMEOUT
+from examples.rediscluster.shared.security.auth import SECRET_POLL, SecretUnusable
 from examples.rediscluster.shared.security.material import Security
 from examples.rediscluster.shared.status import now
 from pyctrl import Request, Result
@@ -59,9 +63,10 @@ FINALIZE_REQUEUE = 1.0
 @rbac(
     groups=["redis.pyctrl.dev"],
     resources=["redisclusters"],
-    verbs=["get", "list", "watch", "update", "patch"],
+    verbs=["get", "list", "watch", "patch"],
 )
-@rbac(groups=["redis.pyctrl.dev"], resources=["redisclusters/status"], verbs=["get", "update", "patch"])
+# every write is a patch (status through the status subresource): no update verb
+@rbac(groups=["redis.pyctrl.dev"], resources=["redisclusters/status"], verbs=["get", "patch"])
 @rbac(groups=["redis.pyctrl.dev"], resources=["redisclusters/finalizers"], verbs=["update"])
 @rbac(groups=[""], resources=["configmaps", "services"], verbs=["get", "list", "watch", "create", "patch"])
 @rbac(groups=["apps"], resources=["statefulsets"], verbs=["get", "list", "watch", "create", "patch"])
@@ -72,7 +77,9 @@ FINALIZE_REQUEUE = 1.0
 @rbac(groups=[""], resources=["nodes"], verbs=["get", "list", "watch"])
 @rbac(groups=[""], resources=["persistentvolumeclaims"], verbs=["get", "list", "watch", "patch"])
 @rbac(groups=["storage.k8s.io"], resources=["storageclasses"], verbs=["get"])
-@rbac(groups=[""], resources=["secrets"], verbs=["get", "list", "watch", "create", "patch"])
+# Secrets: no list/watch (every Secret of the cluster would be readable): GETs of the ones a spec
+# names, create/patch of the ones the operator owns (<name>-auth, <name>-acl).
+@rbac(groups=[""], resources=["secrets"], verbs=["get", "create", "patch"])
 class RedisClusterReconciler:
     """Reconciles RedisCluster objects; see the module docstring.
 
@@ -103,8 +110,6 @@ class RedisClusterReconciler:
             ),
             "cluster": ClusterModeReconciler(client, recorder, slot_mover, io_timeout=io_timeout),
         }
-        #: the map function of the operator's Secret watch: the clusters whose spec names a Secret
-        self.clusters_using_secret = self.security.clusters_using_secret
 
     async def reconcile(self, request: Request) -> Result:
         cluster = await self._fetch(request)  # 1. fetch
@@ -113,7 +118,10 @@ class RedisClusterReconciler:
         if cluster.metadata.deletion_timestamp:  # 2. finalize
             return await self._finalize(cluster)
         cluster = await ensure_finalizer(self.client, cluster)  # 3. ensure the finalizer
-        material = await self.security.read(cluster)  # 4. security material
+        try:
+            material = await self.security.read(cluster)  # 4. security material
+        except SecretUnusable:  # its Event says why; no Secret watch: look again soon
+            return Result(requeue_after=SECRET_POLL)
         if material is None:  # no CA to verify the pods with: observing them would fail them over
             return Result(requeue_after=STEADY_REQUEUE, priority=LOW_PRIORITY)
         engine = self.engines[cluster.spec.mode]  # the engine observes and plans before the children
@@ -154,7 +162,11 @@ class RedisClusterReconciler:
             return None
 
     async def _finalize(self, cluster: RedisCluster) -> Result:
-        if not await finalize(self.client, self.recorder, cluster, self.security.access, self.io_timeout):
+        try:
+            saved = await finalize(self.client, self.recorder, cluster, self.security.access, self.io_timeout)
+        except SecretUnusable:  # the snapshot needs the password: look again once it is usable
+            return Result(requeue_after=SECRET_POLL)
+        if not saved:
             return Result(requeue_after=FINALIZE_REQUEUE)  # the snapshot still runs
         self._forget(cluster.namespace, cluster.name)
         return Result()

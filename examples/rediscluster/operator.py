@@ -3,13 +3,18 @@
 The manager owns the client, cache, servers and leader election; one controller reconciles
 RedisCluster objects, triggered by: the RedisCluster itself (spec changes, deletion — not its own
 status writes), its children (StatefulSet, ConfigMap, Services, PodDisruptionBudget, through their
-controller ownerReference), its Pods (by the instance label), the Secrets its spec names (a
-rotated TLS certificate is reloaded at once; the cache keeps Secrets' metadata only, never their
-data: the reconciler reads values through the API reader) and the background health prober
+controller ownerReference), its Pods (by the instance label) and the background health prober
 (a Channel source at ``FAILOVER_PRIORITY``: failover work is handed out before routine requests;
 the settled 30 s look-again is requeued at ``LOW_PRIORITY``), which runs only on the elected
 leader. With ``webhook_port`` set, the manager also serves the validating webhook
 (``webhook.py``) and ``/readyz`` waits for it.
+
+Least privilege: Secrets are neither cached nor watched (``disable_cache_for=[Secret]``: any read
+is a GET of one named Secret), so the generated RBAC grants Secrets get/create/patch and no
+list/watch — the operator cannot enumerate the cluster's Secrets. The Secrets a spec names are
+read on every reconcile; a rotated certificate or password is picked up at the cluster's next
+reconcile (at the latest its settled look-again), a missing one is looked for again every
+``SECRET_POLL`` seconds.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from examples.rediscluster.api.backup import RedisBackup
 from examples.rediscluster.api.v1beta1 import RedisClusterV1beta1
 from examples.rediscluster.backup import DEFAULT_IMAGE
 from examples.rediscluster.backup.controllers import add_backup_controllers
+from examples.rediscluster.backup.endpoints import EndpointAllowlist
+from examples.rediscluster.backup.schedule import DEFAULT_MIN_INTERVAL
 from examples.rediscluster.cluster.mover import SlotMover
 from examples.rediscluster.controller import RedisClusterReconciler
 from examples.rediscluster.replication.decision import FAILOVER_PRIORITY
@@ -32,7 +39,7 @@ from examples.rediscluster.replication.prober import ClusterKey, HealthProber
 from examples.rediscluster.shared.redis_admin import DEFAULT_IO_TIMEOUT
 from examples.rediscluster.webhook import RedisClusterValidator
 from pyctrl import ControllerBuilder, Manager, Request, WebhookBuilder, _access, load_config, setup_logging
-from pyctrl.cache import ByObject, CacheOptions, strip_managed_fields
+from pyctrl.cache import CacheOptions
 from pyctrl.client import ConfigMap, Pod, Secret, Service, StatefulSet
 from pyctrl.client.errors import ConfigError, KubernetesError, TransportError, UnknownKind
 from pyctrl.client.objects import PodDisruptionBudget
@@ -41,6 +48,7 @@ from pyctrl.event import GenericEvent, UpdateEvent
 from pyctrl.handler import enqueue_request_for_object, enqueue_requests_from_map_func, with_priority
 from pyctrl.leaderelection import LeaderElectionLost
 from pyctrl.log import get_logger
+from pyctrl.manager.filters import with_authentication_and_authorization
 from pyctrl.predicate import Funcs, label_selector
 from pyctrl.sharding import ShardingOptions
 from pyctrl.source import Channel
@@ -58,7 +66,10 @@ class OperatorOptions:
     leader_elect: bool = False
     leader_election_id: str = "rediscluster-operator.redis.pyctrl.dev"
     leader_election_namespace: str | None = None
-    metrics_bind_address: str = ":8080"
+    metrics_bind_address: str = ":8443"
+    #: HTTPS with TokenReview + SubjectAccessReview (controller-runtime's secure metrics)
+    metrics_secure: bool = True
+    metrics_cert_dir: str | None = None
     health_probe_bind_address: str = ":8081"
     log_format: str = "text"
     log_level: str = "info"
@@ -72,6 +83,10 @@ class OperatorOptions:
     redis_timeout: float = DEFAULT_IO_TIMEOUT
     warm_standby: bool = True
     backup_image: str = DEFAULT_IMAGE
+    #: seconds: a backup schedule whose runs come closer is refused (webhook and controller)
+    min_backup_interval: float = DEFAULT_MIN_INTERVAL
+    #: comma-separated ``scheme://host[:port]`` (or ``*.domain``) S3 endpoints backups may use; empty: any
+    s3_endpoint_allowlist: str = ""
     shard_count: int = 1
 
 
@@ -120,20 +135,14 @@ class Operator:
     prober: HealthProber
 
 
-def _secret_metadata_only(obj: dict[str, Any]) -> dict[str, Any]:
-    """Cache transform of Secrets: keep what the watch needs (metadata), drop every value."""
-    obj.pop("data", None)
-    obj.pop("stringData", None)
-    return strip_managed_fields(obj)
-
-
 def build_operator(config: Any, options: OperatorOptions) -> Operator:
+    s3_endpoints = EndpointAllowlist.parse(options.s3_endpoint_allowlist.split(","))  # ValueError: bad entry
     scheme = default_scheme.copy()
     scheme.add(RedisCluster)
     scheme.add(RedisClusterV1beta1)  # with the hub above: the webhook server also serves /convert
     scheme.add(Node)
     scheme.add(RedisBackup)
-    cache_options: CacheOptions = {"by_object": {Secret: ByObject(transform=_secret_metadata_only)}}
+    cache_options: CacheOptions = {}
     namespaces = [ns.strip() for ns in (options.namespace or "").split(",") if ns.strip()]
     if namespaces:
         cache_options["default_namespaces"] = namespaces
@@ -147,7 +156,11 @@ def build_operator(config: Any, options: OperatorOptions) -> Operator:
         webhook_server=webhook_server,
         scheme=scheme,
         cache_options=cache_options,
+        disable_cache_for=[Secret],
         metrics_bind_address=options.metrics_bind_address,
+        metrics_secure_serving=options.metrics_secure,
+        metrics_filter_provider=with_authentication_and_authorization if options.metrics_secure else None,
+        metrics_cert_dir=options.metrics_cert_dir if options.metrics_secure else None,
         health_probe_bind_address=options.health_probe_bind_address,
         leader_election=options.leader_elect,
         leader_election_id=options.leader_election_id,
@@ -204,7 +217,6 @@ def build_operator(config: Any, options: OperatorOptions) -> Operator:
             enqueue_requests_from_map_func(_pod_to_cluster),
             predicates=[label_selector({"app.kubernetes.io/managed-by": "pyctrl-rediscluster"})],
         )
-        .watches(Secret, enqueue_requests_from_map_func(reconciler.clusters_using_secret))
         .watches(Channel(health, with_priority(enqueue_request_for_object(), FAILOVER_PRIORITY)))
         .watches(Channel(moves, enqueue_request_for_object()))
         .with_options(max_concurrent_reconciles=options.max_concurrent_reconciles)
@@ -216,9 +228,14 @@ def build_operator(config: Any, options: OperatorOptions) -> Operator:
         options.backup_image,
         cluster_predicates=[Funcs(update_func=_spec_or_lifecycle_changed)],
         max_concurrent_reconciles=options.max_concurrent_reconciles,
+        min_backup_interval=options.min_backup_interval,
+        s3_endpoints=s3_endpoints,
     )
     if webhook_server is not None:
-        WebhookBuilder(mgr).for_(RedisCluster).with_validator(RedisClusterValidator()).complete()
+        validator = RedisClusterValidator(
+            min_backup_interval=options.min_backup_interval, s3_endpoints=s3_endpoints
+        )
+        WebhookBuilder(mgr).for_(RedisCluster).with_validator(validator).complete()
         mgr.add_readyz_check("webhook", webhook_server.started_checker())
     return Operator(mgr, reconciler, prober)
 

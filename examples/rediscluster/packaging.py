@@ -7,9 +7,16 @@ embeds from code and kustomize's ``config/`` are written here:
 - ``charts/.../crds/`` — the CRDs from ``pyctrl.crdgen`` (the models and text of ``crds/``);
 - ``charts/.../files/role.yaml`` — the ClusterRole from ``pyctrl.rbacgen`` (the reconcilers'
   ``@rbac`` declarations and events), which the chart's manager (Cluster)Roles embed;
+- ``charts/.../files/role_cluster_scoped.yaml`` and ``role_namespaced.yaml`` — the same rules split
+  by scope (``CLUSTER_SCOPED``: Nodes, StorageClasses): with ``watchNamespaces`` the chart binds
+  the first cluster-wide and the second in a Role per namespace (a Role cannot grant a
+  cluster-scoped resource);
 - ``charts/.../files/leader_election_role.yaml`` — ``pyctrl.rbacgen``'s leader-election and event
   rules, which the chart's leader-election Role (the release namespace only) embeds: the Lease is
   granted there and nowhere else;
+- ``charts/.../files/metrics_auth_role.yaml`` and ``metrics_reader_role.yaml`` — ``pyctrl.rbacgen``'s
+  rules of the secure metrics server (TokenReview, SubjectAccessReview) and of its scrapers
+  (``get`` on ``/metrics``), kubebuilder's ``metrics_auth_role`` and ``metrics_reader_role``;
 - ``charts/.../files/webhook.yaml`` — ``webhook_configurations(RedisCluster)``, which the chart's
   ValidatingWebhookConfiguration fills in with its Service and CA;
 - ``config/{crd/bases,rbac,manager,default,prometheus,samples}/`` — the chart rendered by the real
@@ -36,7 +43,16 @@ import yaml
 from examples.rediscluster.api import RedisCluster
 from pyctrl.builder import webhook_configurations
 from pyctrl.crdgen import check_files, dump_yaml, header, import_object, load_config, render_crds, write_files
-from pyctrl.rbacgen import EVENT_RULES, LEADER_ELECTION_RULES, render_cluster_role
+from pyctrl.rbacgen import (
+    EVENT_RULES,
+    LEADER_ELECTION_RULES,
+    METRICS_AUTH_RULES,
+    METRICS_READER_RULES,
+    PolicyRule,
+    generate_cluster_role,
+    rbac_rules,
+    render_cluster_role,
+)
 
 __all__ = ["CHART", "CONFIG", "KUSTOMIZE_BASE_VALUES", "helm_binary", "main", "render"]
 
@@ -48,6 +64,10 @@ RECONCILERS = [
     "examples.rediscluster.controller:RedisClusterReconciler",
     "examples.rediscluster.backup.reconciler:RedisBackupReconciler",
 ]
+# The cluster-scoped resources among the reconcilers' rules (a Role cannot grant them); a rule on
+# any other resource is namespaced. tests/operator/test_rbac.py checks this against the
+# apiserver's discovery, so the list cannot drift unnoticed.
+CLUSTER_SCOPED = frozenset({("", "nodes"), ("storage.k8s.io", "storageclasses")})
 # What `helm template` renders for config/: kubebuilder's base names, before kustomize's
 # namePrefix (rediscluster-) and namespace (rediscluster-system).
 KUSTOMIZE_BASE_VALUES = (
@@ -64,6 +84,9 @@ _CONFIG_FILES = {
     ("ClusterRoleBinding", "-manager"): "rbac/role_binding.yaml",
     ("Role", "-leader-election"): "rbac/leader_election_role.yaml",
     ("RoleBinding", "-leader-election"): "rbac/leader_election_role_binding.yaml",
+    ("ClusterRole", "-metrics-auth"): "rbac/metrics_auth_role.yaml",
+    ("ClusterRoleBinding", "-metrics-auth"): "rbac/metrics_auth_role_binding.yaml",
+    ("ClusterRole", "-metrics-reader"): "rbac/metrics_reader_role.yaml",
     ("Deployment", ""): "manager/manager.yaml",
     ("PodDisruptionBudget", ""): "manager/pdb.yaml",
     ("Service", "-metrics"): "default/metrics_service.yaml",
@@ -90,8 +113,22 @@ def _chart_files() -> dict[Path, str]:
     files = {CHART / "crds" / name: text for name, text in render_crds(models).items()}
     role = render_cluster_role("rediscluster-operator", RECONCILERS, EVENT_RULES)
     files[CHART / "files" / "role.yaml"] = role
+    declared = rbac_rules([import_object(r) for r in RECONCILERS])
+    for scoped, suffix in ((True, "cluster_scoped"), (False, "namespaced")):
+        split = generate_cluster_role(
+            f"rediscluster-operator-{suffix.replace('_', '-')}",
+            _by_scope(declared, cluster_scoped=scoped) + ([] if scoped else list(EVENT_RULES)),
+        )
+        note = f"source: {', '.join(RECONCILERS)} ({suffix.replace('_', '-')} resources)"
+        files[CHART / "files" / f"role_{suffix}.yaml"] = dump_yaml([split], header(TOOL, note))
     files[CHART / "files" / "leader_election_role.yaml"] = render_cluster_role(
         "rediscluster-operator-leader-election", [], [*LEADER_ELECTION_RULES, *EVENT_RULES]
+    )
+    files[CHART / "files" / "metrics_auth_role.yaml"] = render_cluster_role(
+        "rediscluster-operator-metrics-auth", [], METRICS_AUTH_RULES
+    )
+    files[CHART / "files" / "metrics_reader_role.yaml"] = render_cluster_role(
+        "rediscluster-operator-metrics-reader", [], METRICS_READER_RULES
     )
     webhook = webhook_configurations(
         RedisCluster, defaulting=False, validating=True, service=("webhook-service", "system")
@@ -100,6 +137,19 @@ def _chart_files() -> dict[Path, str]:
         webhook, header(TOOL, "source: RedisClusterValidator")
     )
     return files
+
+
+def _by_scope(rules: tuple[PolicyRule, ...], *, cluster_scoped: bool) -> list[PolicyRule]:
+    """The part of ``rules`` on ``CLUSTER_SCOPED`` resources (or on the others)."""
+    out = []
+    for rule in rules:
+        for group in rule.api_groups:
+            resources = tuple(
+                r for r in rule.resources if ((group, r.split("/")[0]) in CLUSTER_SCOPED) == cluster_scoped
+            )
+            if resources:
+                out.append(PolicyRule(api_groups=(group,), resources=resources, verbs=rule.verbs))
+    return out
 
 
 def _kustomize_base(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:

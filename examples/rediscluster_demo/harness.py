@@ -120,6 +120,7 @@ def operator_process(env: Environment, log_path: Path, metrics: int = 0) -> Iter
                 "examples.rediscluster",
                 f"--kubeconfig={env.kubeconfig_path}",
                 f"--metrics-bind-address=127.0.0.1:{metrics}",
+                "--no-metrics-secure",  # plain HTTP on loopback: read here without a token
                 f"--health-probe-bind-address=127.0.0.1:{probe}",
             ],
             cwd=ROOT,

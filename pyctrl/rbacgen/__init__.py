@@ -2,7 +2,8 @@
 
 Reconcilers carry ``@rbac(groups=[...], resources=[...], verbs=[...])`` decorators (kubebuilder's
 ``+kubebuilder:rbac`` markers); :func:`generate_cluster_role` merges what a set of reconcilers and
-rule tuples (:data:`LEADER_ELECTION_RULES`, :data:`EVENT_RULES`) declare into one deterministic
+rule tuples (:data:`LEADER_ELECTION_RULES`, :data:`EVENT_RULES`, :data:`METRICS_AUTH_RULES`,
+:data:`METRICS_READER_RULES`) declare into one deterministic
 ``ClusterRole``; ``python -m pyctrl.rbacgen MODULE:NAME... --name NAME -o FILE`` writes it.
 
 Pieces: :mod:`._rules` (``PolicyRule``, the decorator, shared rule sets), :mod:`._role` (merging),
@@ -11,11 +12,22 @@ Pieces: :mod:`._rules` (``PolicyRule``, the decorator, shared rule sets), :mod:`
 
 from pyctrl.rbacgen._cli import main, render_cluster_role
 from pyctrl.rbacgen._role import generate_cluster_role, merge_rules
-from pyctrl.rbacgen._rules import EVENT_RULES, LEADER_ELECTION_RULES, PolicyRule, RBACError, rbac, rbac_rules
+from pyctrl.rbacgen._rules import (
+    EVENT_RULES,
+    LEADER_ELECTION_RULES,
+    METRICS_AUTH_RULES,
+    METRICS_READER_RULES,
+    PolicyRule,
+    RBACError,
+    rbac,
+    rbac_rules,
+)
 
 __all__ = [
     "EVENT_RULES",
     "LEADER_ELECTION_RULES",
+    "METRICS_AUTH_RULES",
+    "METRICS_READER_RULES",
     "PolicyRule",
     "RBACError",
     "generate_cluster_role",

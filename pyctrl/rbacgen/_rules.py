@@ -28,6 +28,8 @@ from typing import Any, TypeVar
 __all__ = [
     "EVENT_RULES",
     "LEADER_ELECTION_RULES",
+    "METRICS_AUTH_RULES",
+    "METRICS_READER_RULES",
     "PolicyRule",
     "RBACError",
     "rbac",
@@ -139,3 +141,13 @@ EVENT_RULES: tuple[PolicyRule, ...] = (
     PolicyRule(api_groups=("events.k8s.io",), resources=("events",), verbs=("create", "patch")),
 )
 """What an event recorder needs, in both the core and the ``events.k8s.io`` groups."""
+
+METRICS_AUTH_RULES: tuple[PolicyRule, ...] = (
+    PolicyRule(api_groups=("authentication.k8s.io",), resources=("tokenreviews",), verbs=("create",)),
+    PolicyRule(api_groups=("authorization.k8s.io",), resources=("subjectaccessreviews",), verbs=("create",)),
+)
+"""What the secure metrics server needs (``pyctrl.manager.filters``, kubebuilder's
+``metrics_auth_role``): a TokenReview and a SubjectAccessReview per new scraper."""
+
+METRICS_READER_RULES: tuple[PolicyRule, ...] = (PolicyRule(non_resource_urls=("/metrics",), verbs=("get",)),)
+"""What a scraper of the secure metrics server is bound to (kubebuilder's ``metrics_reader_role``)."""

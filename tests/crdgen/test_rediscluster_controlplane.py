@@ -311,3 +311,40 @@ def test_a_pvc_path_stays_inside_the_volume(
     assert "spec.destination.pvc.path" in str(err.value)
     with pytest.raises(ValidationError):
         RedisBackupSpec.model_validate(spec)
+
+
+def test_kubectl_apply_refuses_names_no_child_could_carry_and_per_second_schedules(
+    envtest: Environment, kubeconfig: Path, namespace: str
+) -> None:
+    """Issue 24: the CRD's CEL rules refuse a name over 52 characters or with a dot (the
+    StatefulSet's revision label and the Services could not carry it) and a per-second backup
+    schedule, each naming the field; a 52-character name is admitted."""
+    pvc = {"pvc": {"claimName": "backups"}}
+    items = [
+        manifest("a" * 53, {}),
+        manifest("my.cache", {}),
+        manifest("persecond", {"backup": {"schedule": "* * * * * *", "destination": pvc}}),
+        manifest("a" * 52, {"backup": {"schedule": "* * * * * */15", "destination": pvc}}),
+    ]
+    applied = kubectl_run(
+        envtest,
+        kubeconfig,
+        "-n",
+        namespace,
+        "apply",
+        "-f",
+        "-",
+        stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}),
+    )
+    assert applied.returncode != 0
+    refusals = {
+        m.group(1): line
+        for line in applied.stderr.splitlines()
+        if (m := re.search(r'RedisCluster\.redis\.pyctrl\.dev "([^"]+)" is invalid', line)) is not None
+    }
+    assert sorted(refusals) == sorted(["a" * 53, "my.cache", "persecond"]), applied.stderr
+    assert "metadata.name must be at most 52 characters" in refusals["a" * 53]
+    assert "metadata.name must be a DNS-1035 label" in refusals["my.cache"]
+    assert "spec.backup.schedule" in refusals["persecond"]
+    assert "a per-second schedule is refused" in refusals["persecond"]
+    assert [i["metadata"]["name"] for i in envtest.http.get(base(namespace))["items"]] == ["a" * 52]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -15,7 +16,12 @@ from cryptography import x509
 from examples.rediscluster import packaging
 from tests.install.conftest import CHART, ROOT, Render, find, kinds, run
 
-ROLE_RULES = yaml.safe_load((CHART / "files" / "role.yaml").read_text())["rules"]
+
+def _rules(name: str) -> list[dict[str, Any]]:
+    return list(yaml.safe_load((CHART / "files" / name).read_text())["rules"])
+
+
+ROLE_RULES = _rules("role.yaml")
 LEADER_ELECTION_RULES = yaml.safe_load((CHART / "files" / "leader_election_role.yaml").read_text())["rules"]
 
 
@@ -28,8 +34,11 @@ def test_the_default_render_is_two_leader_electing_replicas_with_restricted_pods
     objects = render()
     assert kinds(objects) == sorted(
         [
-            "ClusterRole",
-            "ClusterRoleBinding",
+            "ClusterRole",  # -manager
+            "ClusterRole",  # -metrics-auth
+            "ClusterRole",  # -metrics-reader
+            "ClusterRoleBinding",  # -manager
+            "ClusterRoleBinding",  # -metrics-auth
             "Deployment",
             "PodDisruptionBudget",
             "Role",
@@ -59,8 +68,8 @@ def test_the_default_render_is_two_leader_electing_replicas_with_restricted_pods
     assert container["resources"]["limits"]["memory"] == "256Mi"
     assert find(objects, "PodDisruptionBudget")["spec"]["minAvailable"] == 1
     # The ClusterRole's rules are rbacgen's, bound to the chart's ServiceAccount.
-    assert find(objects, "ClusterRole")["rules"] == ROLE_RULES
-    subjects = find(objects, "ClusterRoleBinding")["subjects"]
+    assert find(objects, "ClusterRole", "rco-rediscluster-operator-manager")["rules"] == ROLE_RULES
+    subjects = find(objects, "ClusterRoleBinding", "rco-rediscluster-operator-manager")["subjects"]
     assert subjects == [{"kind": "ServiceAccount", "name": "rco-rediscluster-operator", "namespace": "ops"}]
     # The Lease is granted by the leader-election Role (release namespace) only, not cluster-wide.
     lease_rules = find(objects, "Role", "rco-rediscluster-operator-leader-election")["rules"]
@@ -73,15 +82,102 @@ def test_the_default_render_is_two_leader_electing_replicas_with_restricted_pods
         "--leader-elect-retry-period=2",
     } <= set(container["args"])
     service = find(objects, "Service", "rco-rediscluster-operator-metrics")
-    assert service["spec"]["ports"][0]["targetPort"] == "metrics"
+    assert service["spec"]["ports"][0] == {"name": "metrics", "port": 8443, "targetPort": "metrics"}
 
 
-def test_watched_namespaces_get_a_role_each_and_no_cluster_role(render: Render) -> None:
+def grants(rules: list[dict[str, Any]], group: str, resource: str) -> set[str]:
+    """The verbs ``rules`` grant on every object of ``resource``."""
+    return {
+        str(verb)
+        for r in rules
+        if group in r.get("apiGroups", []) and resource in r.get("resources", []) and "resourceNames" not in r
+        for verb in r["verbs"]
+    }
+
+
+def test_the_operator_may_read_named_secrets_but_never_list_or_watch_them(render: Render) -> None:
+    """Least privilege (issue 24): Secrets get/create/patch, no list/watch (no reading every
+    Secret of the cluster), and none of the verbs the code never uses."""
+    assert grants(ROLE_RULES, "", "secrets") == {"create", "get", "patch"}
+    assert grants(ROLE_RULES, "batch", "jobs") == {"create", "get", "list", "watch"}  # no delete
+    for resource in ("redisclusters", "redisclusters/status", "redisbackups", "redisbackups/status"):
+        assert "update" not in grants(ROLE_RULES, "redis.pyctrl.dev", resource), resource
+    assert not [r for r in ROLE_RULES if "*" in r["verbs"] or "*" in r.get("resources", [])]
+    for values in ((), ("watchNamespaces={team-a}",)):
+        for role in (o for o in render(*values) if o["kind"] in ("ClusterRole", "Role")):
+            assert not {"list", "watch"} & grants(role["rules"], "", "secrets"), role["metadata"]["name"]
+
+
+def test_secure_metrics_by_default_https_with_token_review_and_a_reader_role(render: Render) -> None:
+    objects = render("serviceMonitor.enabled=true")
+    args = find(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert {"--metrics-bind-address=$(POD_IP):8443", "--metrics-secure"} <= set(args)
+    auth = find(objects, "ClusterRole", "rco-rediscluster-operator-metrics-auth")["rules"]
+    assert auth == _rules("metrics_auth_role.yaml")
+    assert grants(auth, "authentication.k8s.io", "tokenreviews") == {"create"}
+    assert grants(auth, "authorization.k8s.io", "subjectaccessreviews") == {"create"}
+    subjects = find(objects, "ClusterRoleBinding", "rco-rediscluster-operator-metrics-auth")["subjects"]
+    assert subjects == [{"kind": "ServiceAccount", "name": "rco-rediscluster-operator", "namespace": "ops"}]
+    reader = find(objects, "ClusterRole", "rco-rediscluster-operator-metrics-reader")["rules"]
+    assert reader == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    (endpoint,) = find(objects, "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["scheme"] == "https"
+    assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    assert endpoint["tlsConfig"] == {"insecureSkipVerify": True}  # self-signed at the operator's start
+
+    # a certificate Secret: mounted, served, and verified by the ServiceMonitor
+    objects = render("serviceMonitor.enabled=true", "metrics.certSecret=metrics-tls")
+    pod = find(objects, "Deployment")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert "--metrics-cert-dir=/tmp/k8s-metrics-server/metrics-certs" in container["args"]
+    assert {"name": "metrics-certs", "secret": {"secretName": "metrics-tls"}} in pod["volumes"]
+    (endpoint,) = find(objects, "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["tlsConfig"] == {
+        "serverName": "rco-rediscluster-operator-metrics.ops.svc",
+        "ca": {"secret": {"name": "metrics-tls", "key": "ca.crt"}},
+    }
+
+    # the operator's other bounds are values too
+    objects = render(
+        "minBackupInterval=600", "s3EndpointAllowlist={https://s3.example.com,http://10.0.0.1:9000}"
+    )
+    args = find(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--min-backup-interval=600" in args
+    assert "--s3-endpoint-allowlist=https://s3.example.com,http://10.0.0.1:9000" in args
+
+    # opted out: plain HTTP, no review roles
+    objects = render("serviceMonitor.enabled=true", "metrics.secure=false", "metrics.port=8080")
+    args = find(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert {"--metrics-bind-address=$(POD_IP):8080", "--no-metrics-secure"} <= set(args)
+    assert not [o for o in objects if o["metadata"]["name"].endswith(("-metrics-auth", "-metrics-reader"))]
+    (endpoint,) = find(objects, "ServiceMonitor")["spec"]["endpoints"]
+    assert "scheme" not in endpoint
+    assert "bearerTokenFile" not in endpoint
+
+
+def test_watched_namespaces_get_a_role_each_and_cluster_scoped_rules_cluster_wide(render: Render) -> None:
     objects = render("watchNamespaces={team-a,team-b}", "logLevel=debug", "maxConcurrentReconciles=8")
-    assert "ClusterRole" not in kinds(objects)
     roles = [o for o in objects if o["kind"] == "Role" and o["metadata"]["name"].endswith("manager")]
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
-    assert all(r["rules"] == ROLE_RULES for r in roles)
+    assert all(r["rules"] == _rules("role_namespaced.yaml") for r in roles)
+    # nodes and storageclasses, which a Role cannot grant, in a ClusterRole of their own
+    cluster_roles = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ClusterRole"}
+    assert sorted(cluster_roles) == [
+        "rco-rediscluster-operator-cluster-scoped",
+        "rco-rediscluster-operator-metrics-auth",
+        "rco-rediscluster-operator-metrics-reader",
+    ]
+    scoped = cluster_roles["rco-rediscluster-operator-cluster-scoped"]["rules"]
+    assert scoped == _rules("role_cluster_scoped.yaml")
+    assert grants(scoped, "", "nodes") == {"get", "list", "watch"}
+    assert grants(scoped, "storage.k8s.io", "storageclasses") == {"get"}
+    assert not any("nodes" in r["resources"] for r in _rules("role_namespaced.yaml"))
+    # together they grant what the ClusterRole grants
+    for group, resource in {
+        (g, r) for rule in ROLE_RULES for g in rule["apiGroups"] for r in rule["resources"]
+    }:
+        both = grants(_rules("role_namespaced.yaml"), group, resource) | grants(scoped, group, resource)
+        assert both == grants(ROLE_RULES, group, resource), (group, resource)
     bindings = [
         o for o in objects if o["kind"] == "RoleBinding" and o["metadata"]["name"].endswith("-manager")
     ]
@@ -193,6 +289,8 @@ def test_shard_count_runs_that_many_sharding_replicas_instead_of_leader_election
         ("serviceMonitor.interval=soon", "serviceMonitor.interval"),
         ("leaderElection.retryPeriod=0", "leaderElection.retryPeriod"),
         ("shardCount=0", "shardCount"),
+        ("minBackupInterval=0", "minBackupInterval"),
+        ("s3EndpointAllowlist={s3.example.com}", "s3EndpointAllowlist.0"),
     ],
 )
 def test_values_breaking_the_schema_are_refused_naming_the_value(helm: str, value: str, named: str) -> None:
@@ -224,7 +322,7 @@ def test_config_default_is_the_operator_in_its_own_namespace_with_prefixed_names
     pod = deploy["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "rediscluster-operator"
     assert "--leader-elect" in pod["containers"][0]["args"]
-    binding = find(objects, "ClusterRoleBinding")
+    binding = find(objects, "ClusterRoleBinding", "rediscluster-operator-manager")
     assert binding["roleRef"]["name"] == "rediscluster-operator-manager"
     assert binding["subjects"][0] == {
         "kind": "ServiceAccount",

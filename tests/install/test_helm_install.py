@@ -14,16 +14,19 @@ the cluster as the next expects; a failed step fails the later ones with it):
 3. ``kubectl delete pod`` of the leader: the other replica leads within lease duration + retry
    period, and a master crash in that window still fails over; every metric the dashboard and
    alerts name is on the new leader's ``/metrics``;
-4. ``helm upgrade`` with a changed value rolls the Deployment; the webhook's self-signed
+4. ``/metrics`` over HTTPS: no token 401, an unauthorized ServiceAccount 403, the chart's
+   metrics-reader role served; the operator's ServiceAccount may not list or watch Secrets;
+5. ``helm upgrade`` with a changed value rolls the Deployment; the webhook's self-signed
    certificate and the caBundle stay the same, and the new pods still refuse an invalid spec;
-5. a ServiceAccount without RBAC: Forbidden in the log and on ``/readyz``, the replica never ready;
-6. ``helm uninstall`` leaves nothing of the release, the CRD stays;
-7. ``kubectl apply -k config/default``: the same operator in ``rediscluster-system``, two replicas,
+6. a ServiceAccount without RBAC: Forbidden in the log and on ``/readyz``, the replica never ready;
+7. ``helm uninstall`` leaves nothing of the release, the CRD stays;
+8. ``kubectl apply -k config/default``: the same operator in ``rediscluster-system``, two replicas,
    one leader.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
@@ -336,9 +339,11 @@ async def test_deleting_the_leading_pod_hands_over_and_a_master_crash_meanwhile_
         e["reason"] for e in cp.http.get(f"/api/v1/namespaces/{APPS}/events")["items"]
     }
 
-    # Every metric the dashboard and alerts name is exported by the (new) leader.
+    # Every metric the dashboard and alerts name is exported by the (new) leader, to a scraper
+    # bound to the chart's metrics-reader ClusterRole (HTTPS, bearer token: secure by default).
     pod = next(p for p in operator_pods(cp) if p["metadata"]["name"] == successor)
-    exported = scrape(f"http://{pod['status']['podIP']}:8080/metrics")
+    url = f"https://{pod['status']['podIP']}:8443/metrics"
+    exported = scrape(url, token=scraper_token(cp, "prometheus", reader=True))
     # Not here: redis_* (the Redis pods' exporter sidecars: tests/toolkit scrapes the real
     # exporter for each), and the series only a backup schedule or cluster mode gives samples
     # (tests/operator/test_kubectl_plugin.py finds every operator name in its registry).
@@ -358,10 +363,114 @@ def probe(url: str) -> tuple[int, str]:
         return exc.code, exc.read().decode()
 
 
-def scrape(url: str) -> set[str]:
-    """Metric names (samples) on a Prometheus text exposition."""
-    with urllib.request.urlopen(url, timeout=10) as answer:
+def _unverified() -> ssl.SSLContext:
+    """The operator's metrics certificate is self-signed at its start (the chart's default)."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def scrape(url: str, *, token: str) -> set[str]:
+    """Metric names (samples) on a Prometheus text exposition, read with a bearer token."""
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=10, context=_unverified()) as answer:
         return set(re.findall(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)", answer.read().decode(), re.MULTILINE))
+
+
+def scrape_status(url: str, token: str | None) -> tuple[int, str]:
+    """Status and body of a GET of ``url`` with ``token`` (or none)."""
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    try:
+        with urllib.request.urlopen(
+            urllib.request.Request(url, headers=headers), timeout=10, context=_unverified()
+        ) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def plain_http_refused(url: str, token: str) -> bool:
+    """Whether a plain-HTTP GET of the TLS port is refused (closed, or not a 200)."""
+    try:
+        return scrape_status(url, token)[0] != 200
+    except (urllib.error.URLError, http.client.HTTPException, ConnectionError):
+        return True
+
+
+def can_i(env: Environment, kubectl: str, user: str, *args: str) -> str:
+    """``kubectl auth can-i ARGS --as=USER``: the apiserver's "yes" or "no"."""
+    answer = subprocess.run(
+        [kubectl, f"--kubeconfig={env.kubeconfig_path}", "auth", "can-i", *args, f"--as={user}"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert answer.stdout.strip() in ("yes", "no"), answer.stderr
+    return answer.stdout.strip()
+
+
+def scraper_token(env: Environment, name: str, *, reader: bool) -> str:
+    """A token of the ServiceAccount ``name`` in the release namespace (created once), bound to
+    the chart's ``metrics-reader`` ClusterRole when ``reader``."""
+    accounts = f"/api/v1/namespaces/{NS}/serviceaccounts"
+    try:
+        env.http.get(f"{accounts}/{name}")
+    except NotFound:
+        env.http.request("POST", accounts, {"metadata": {"name": name}})
+    if reader:
+        binding = {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": f"{name}-metrics-reader"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": f"{RELEASE}-rediscluster-operator-metrics-reader",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": NS}],
+        }
+        env.http.request(
+            "PATCH",
+            f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{name}-metrics-reader?fieldManager=test",
+            yaml.safe_dump(binding).encode(),
+            content_type="application/apply-patch+yaml",
+        )
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}
+    return str(env.http.request("POST", f"{accounts}/{name}/token", request)["status"]["token"])
+
+
+async def test_metrics_need_a_token_rbac_allows_and_the_operator_may_not_list_secrets(
+    cp: Environment, kubectl: str
+) -> None:
+    """Issue 24, test 7, on the release: ``/metrics`` is HTTPS; no token is 401, a token of a
+    ServiceAccount RBAC does not allow is 403 naming it, one bound to the chart's metrics-reader
+    ClusterRole is served; and the operator's ServiceAccount may not list Secrets anywhere, nor
+    watch them (the apiserver's own answer), while it runs the RedisCluster above."""
+    leader = await two_running_one_leading(cp)
+    pod = next(p for p in operator_pods(cp) if p["metadata"]["name"] == leader)
+    url = f"https://{pod['status']['podIP']}:8443/metrics"
+    status, body = scrape_status(url, None)
+    assert status == 401, body
+    intruder = scraper_token(cp, "intruder", reader=False)
+    status, body = scrape_status(url, intruder)
+    assert status == 403, body
+    assert f"user=system:serviceaccount:{NS}:intruder" in body
+    reader = scraper_token(cp, "prometheus", reader=True)
+
+    async def served() -> bool:  # the binding may reach the authorizer's cache a moment later
+        return scrape_status(url, reader)[0] == 200
+
+    await eventually(served, within=60, what="/metrics served to the metrics-reader", interval=0.5)
+    status, body = scrape_status(url, reader)
+    assert "controller_runtime_reconcile_total" in body
+    assert plain_http_refused(url.replace("https://", "http://"), reader)
+    sa = f"system:serviceaccount:{NS}:{RELEASE}-rediscluster-operator"
+    assert can_i(cp, kubectl, sa, "list", "secrets", "-A") == "no"
+    assert can_i(cp, kubectl, sa, "watch", "secrets", "-A") == "no"
+    assert can_i(cp, kubectl, sa, "get", "secrets", "-n", APPS) == "yes"
+    assert await Cluster(cp, APPS, "cache").ready(2)  # under exactly these permissions
 
 
 async def test_upgrade_with_a_changed_value_rolls_the_deployment(cp: Environment, chart: Helm) -> None:

@@ -25,6 +25,7 @@ from pyctrl.envtest.objectstore import ObjectStore
 from pyctrl.metrics import registry
 from pyctrl.testing import eventually
 from tests.backup.conftest import BUCKET, object_store
+from tests.crdgen._kube import kubectl_run
 from tests.operator.conftest import Cluster, OperatorFactory, RunningOperator
 from tests.operator.test_cluster_mode import (
     all_seeds_readable,
@@ -216,12 +217,14 @@ async def test_a_backup_to_s3_and_to_a_pvc_succeeds_with_the_size_and_sha256_of_
 
 
 async def test_bad_input_fails_with_its_reason_and_an_event_and_leaves_the_cluster_running(
-    operator: RunningOperator,
+    start_operator: OperatorFactory,
     cluster_factory: Callable[[str], Cluster],
     envtest: Environment,
     namespace: str,
     object_store: ObjectStore,
 ) -> None:
+    # the store and the unreachable port are allowed; any other endpoint is refused (issue 24)
+    await start_operator(s3_endpoint_allowlist=f"{object_store.endpoint},http://127.0.0.1:9")
     c = cluster_factory("ok")
     await running_cluster(c)
     create_s3_secret(envtest, namespace, object_store.access_key, "not-the-secret-key")
@@ -243,12 +246,19 @@ async def test_bad_input_fails_with_its_reason_and_an_event_and_leaves_the_clust
     no_bucket["s3"]["credentialsSecret"] = {"name": "good-creds"}
     unreachable = s3_destination(object_store, endpoint="http://127.0.0.1:9")
     unreachable["s3"]["credentialsSecret"] = {"name": "good-creds"}
+    elsewhere = s3_destination(object_store, endpoint="http://127.0.0.2:9")
+    elsewhere["s3"]["credentialsSecret"] = {"name": "good-creds"}
     cases = {
         "unknown-cluster": ("nope", good, "RedisCluster 'nope' not found"),
         "missing-bucket": ("ok", no_bucket, "bucket 'no-such-bucket' does not exist"),
         "wrong-credentials": ("ok", s3_destination(object_store), "rejected the credentials"),
         "unreachable": ("ok", unreachable, "cannot reach http://127.0.0.1:9"),
         "missing-claim": ("ok", {"pvc": {"claimName": "nope"}}, "PersistentVolumeClaim 'nope' not found"),
+        "not-allowed": (
+            "ok",
+            elsewhere,
+            "'http://127.0.0.2:9' is not among the S3 endpoints the operator allows",
+        ),
     }
     for name, (cluster, destination, _) in cases.items():
         b.create(name, cluster, destination)
@@ -268,7 +278,7 @@ async def test_bad_input_fails_with_its_reason_and_an_event_and_leaves_the_clust
     }
     assert failures["unreachable"] == 2
     assert failures["missing-bucket"] == failures["wrong-credentials"] == 1
-    assert not {"unknown-cluster", "missing-claim"} & set(failures)  # refused before any Job
+    assert not {"unknown-cluster", "missing-claim", "not-allowed"} & set(failures)  # refused before any Job
     assert await c.ready(2)
     listed = object_store.client().list_objects_v2(Bucket=BUCKET, Prefix=f"redis/{namespace}/")
     assert listed.get("KeyCount", 0) == 0
@@ -386,12 +396,13 @@ async def test_restores_from_one_source_seed_every_key_or_fail_on_a_corrupt_or_m
 
 
 async def test_a_schedule_keeps_the_newest_backups_in_the_store_and_as_objects(
-    operator: RunningOperator,
+    start_operator: OperatorFactory,
     cluster_factory: Callable[[str], Cluster],
     envtest: Environment,
     namespace: str,
     object_store: ObjectStore,
 ) -> None:
+    await start_operator(min_backup_interval=15)  # the default minimum is 5 minutes
     create_s3_secret(envtest, namespace, object_store.access_key, object_store.secret_key)
     c = cluster_factory("sched")
     # every 15 s (croniter's seconds field) instead of every minute: four runs in about a minute
@@ -429,6 +440,67 @@ async def test_a_schedule_keeps_the_newest_backups_in_the_store_and_as_objects(
 
     await eventually(fresh, within=60, what="the last-success gauge at the newest backup", interval=0.5)
     assert registry.get_sample_value("rediscluster_backup_max_age_seconds", labels) == 30
+
+
+async def test_schedules_are_bounded_one_under_the_minimum_refused_and_no_pile_up_without_a_master(
+    start_operator: OperatorFactory,
+    cluster_factory: Callable[[str], Cluster],
+    envtest: Environment,
+    namespace: str,
+    kubeconfig: Path,
+) -> None:
+    """Issue 24, test 5: a per-second schedule is refused at ``kubectl apply`` (the CRD's rule);
+    one the CRD admits but whose runs come closer than ``--min-backup-interval`` makes no
+    RedisBackup (Event InvalidSchedule naming the interval); on a cluster with no serving master,
+    while the schedule comes due again and again, at most one scheduled RedisBackup exists (the
+    runs due meanwhile are Events BackupSkipped)."""
+    await start_operator(min_backup_interval=20)  # the tests' stand-in for the default 5 minutes
+    destination = {"pvc": {"claimName": "backups"}}
+    per_second = {
+        "apiVersion": "redis.pyctrl.dev/v1alpha1",
+        "kind": "RedisCluster",
+        "metadata": {"name": "persecond", "namespace": namespace},
+        "spec": {"replicas": 1, "backup": {"schedule": "* * * * * *", "destination": destination}},
+    }
+    applied = kubectl_run(envtest, kubeconfig, "apply", "-f", "-", stdin=json.dumps(per_second))
+    assert applied.returncode != 0
+    assert "spec.backup.schedule" in applied.stderr
+    assert "a per-second schedule is refused" in applied.stderr
+
+    create_claim(envtest, namespace, "backups")  # every input is there but a serving master
+    nowhere = {"pyctrl.dev/no-such-node": "true"}  # no node has it: the pods stay Pending
+    fast = cluster_factory("fast")  # every 10 s: admitted, but under the operator's 20 s
+    fast.create(
+        replicas=1, nodeSelector=nowhere, backup={"schedule": "* * * * * */10", "destination": destination}
+    )
+    stuck = cluster_factory("stuck")
+    stuck.create(
+        replicas=1, nodeSelector=nowhere, backup={"schedule": "* * * * * */20", "destination": destination}
+    )
+    b = Backups(envtest, namespace)
+
+    def events(cluster: str, reason: str) -> list[dict[str, Any]]:
+        items = envtest.http.get(f"/api/v1/namespaces/{namespace}/events")["items"]
+        return [e for e in items if e["involvedObject"].get("name") == cluster and e["reason"] == reason]
+
+    async def skipped_twice() -> list[dict[str, Any]] | None:
+        found = events("stuck", "BackupSkipped")
+        return found if len({e["message"] for e in found}) >= 2 else None  # two distinct due times
+
+    skipped = await eventually(skipped_twice, within=180, what="two runs of 'stuck' skipped", interval=0.5)
+    items = envtest.http.get(f"{b.base}?labelSelector=redis.pyctrl.dev/cluster%3Dstuck")["items"]
+    assert len(items) == 1, [i["metadata"]["name"] for i in items]
+    assert (items[0].get("status") or {}).get("phase") in (None, "Pending")
+    for event in skipped:
+        assert f"scheduled backup {items[0]['metadata']['name']} has not finished" in event["message"]
+        assert event["message"].endswith("(at most one unfinished scheduled backup per cluster)")
+
+    (refused,) = events("fast", "InvalidSchedule")
+    assert refused["message"] == (
+        "spec.backup.schedule '* * * * * */10' runs every 10 s at the closest: the operator's minimum "
+        "backup interval is 20 s (--min-backup-interval)"
+    )
+    assert envtest.http.get(f"{b.base}?labelSelector=redis.pyctrl.dev/cluster%3Dfast")["items"] == []
 
 
 async def test_deleting_a_cluster_takes_a_final_backup_and_a_failing_one_holds_until_skipped(

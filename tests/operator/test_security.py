@@ -102,8 +102,12 @@ async def test_a_child_name_taken_by_a_foreign_object_is_a_conflict_and_nothing_
     ready = await eventually(ready_conflict, within=30, what="Ready=False with reason Conflict", interval=0.2)
     assert ready["status"] == "False"
     assert "ConfigMap squat-config exists and is not controlled by this RedisCluster" in ready["message"]
-    events = c.envtest.http.get(f"/api/v1/namespaces/{c.namespace}/events")["items"]
-    assert any(e["reason"] == "Conflict" and "ConfigMap squat-config" in e["message"] for e in events)
+
+    def conflict_event() -> bool:  # the recorder writes Events in the background
+        events = c.envtest.http.get(f"/api/v1/namespaces/{c.namespace}/events")["items"]
+        return any(e["reason"] == "Conflict" and "ConfigMap squat-config" in e["message"] for e in events)
+
+    await eventually(conflict_event, within=30, what="an Event Conflict naming squat-config", interval=0.2)
     live = c.envtest.http.get(f"{path}/squat-config")
     assert live["data"] == {"redis.conf": "someone else's"}
     assert "ownerReferences" not in live["metadata"]

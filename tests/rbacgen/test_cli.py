@@ -65,6 +65,8 @@ def test_public_names_are_listed_in_all() -> None:
     assert set(pyctrl.rbacgen.__all__) == {
         "EVENT_RULES",
         "LEADER_ELECTION_RULES",
+        "METRICS_AUTH_RULES",
+        "METRICS_READER_RULES",
         "PolicyRule",
         "RBACError",
         "generate_cluster_role",

@@ -50,3 +50,27 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "rediscluster-operator.webhookService" -}}
 {{- printf "%s-webhook" (include "rediscluster-operator.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
+
+{{/* pyctrl.rbacgen's METRICS_AUTH_RULES (files/metrics_auth_role.yaml). */}}
+{{- define "rediscluster-operator.metricsAuthRules" -}}
+{{- $role := .Files.Get "files/metrics_auth_role.yaml" | fromYaml }}
+{{- toYaml $role.rules }}
+{{- end }}
+
+{{/* pyctrl.rbacgen's METRICS_READER_RULES (files/metrics_reader_role.yaml). */}}
+{{- define "rediscluster-operator.metricsReaderRules" -}}
+{{- $role := .Files.Get "files/metrics_reader_role.yaml" | fromYaml }}
+{{- toYaml $role.rules }}
+{{- end }}
+
+{{/* files/role.yaml's rules on namespaced resources (files/role_namespaced.yaml): the Roles of watchNamespaces. */}}
+{{- define "rediscluster-operator.namespacedRules" -}}
+{{- $role := .Files.Get "files/role_namespaced.yaml" | fromYaml }}
+{{- toYaml $role.rules }}
+{{- end }}
+
+{{/* files/role.yaml's rules on cluster-scoped resources (files/role_cluster_scoped.yaml). */}}
+{{- define "rediscluster-operator.clusterScopedRules" -}}
+{{- $role := .Files.Get "files/role_cluster_scoped.yaml" | fromYaml }}
+{{- toYaml $role.rules }}
+{{- end }}

@@ -19,6 +19,7 @@ Guarantees (enforced by the apiserver through the generated schema, CEL included
 from __future__ import annotations
 
 import enum
+import re
 from datetime import datetime
 from typing import Annotated, ClassVar
 
@@ -262,14 +263,53 @@ class ArchiveSpec(KubeModel):
     current timeline is never deleted); none: keep every timeline."""
 
 
+#: What the CRD admits as ``spec.backup.schedule`` (CEL ``matches``, RE2): 5 fields, a macro of an
+#: hour or more, or 6 fields whose last (croniter's seconds) is one second or ``*/N`` with N >= 10
+#: — never a per-second schedule. The operator's --min-backup-interval is the real bound.
+SCHEDULE_PATTERN = (
+    r"^\s*(@(yearly|annually|monthly|weekly|daily|midnight|hourly)"
+    r"|\S+(\s+\S+){4}"
+    r"|\S+(\s+\S+){4}\s+([0-5]?[0-9]|\*/[1-5][0-9]))\s*$"
+)
+SCHEDULE_MESSAGE = (
+    "spec.backup.schedule must be 5 cron fields, a macro (@hourly, @daily, ...) or 6 fields whose "
+    "6th (seconds) is one second (0-59) or */N with N of at least 10: a per-second schedule is "
+    "refused (the operator's --min-backup-interval, default 5 minutes, bounds it further)"
+)
+
+
+def _cel_string(text: str) -> str:
+    """``text`` as the inside of a single-quoted CEL string literal."""
+    return text.replace("\\", "\\\\").replace("'", "\\'")
+
+
 class BackupSchedule(KubeModel):
     """Backups of a RedisCluster on a cron schedule, the newest ``keep`` kept."""
 
     model_config = _SPEC_CONFIG
 
-    schedule: str | None = Field(default=None, min_length=1)
-    """Cron expression, UTC: 5 fields ("0 3 * * *") or 6 with seconds last ("* * * * * */15");
-    none: no scheduled backups (only the final one, with onDelete)."""
+    schedule: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {"rule": f"self.matches('{_cel_string(SCHEDULE_PATTERN)}')", "message": SCHEDULE_MESSAGE}
+            ]
+        },
+    )
+    """Cron expression, UTC: 5 fields ("0 3 * * *"), a macro ("@daily"), or 6 with seconds last
+    ("0 */10 * * * 30") whose seconds field is one second or a step of at least 10 ("*/15"); runs
+    closer than the operator's --min-backup-interval (default 5 minutes) are refused; none: no
+    scheduled backups (only the final one, with onDelete)."""
+
+    @field_validator("schedule")
+    @classmethod
+    def _not_per_second(cls, schedule: str | None) -> str | None:  # the CEL rule, for model_validate
+        if schedule is not None and not re.search(SCHEDULE_PATTERN, schedule):
+            raise ValueError(SCHEDULE_MESSAGE)
+        return schedule
+
     destination: BackupDestination
     """Where the scheduled (and final) backups go."""
     keep: int = Field(default=7, ge=1, le=1000)

@@ -22,6 +22,7 @@ Guarantees:
 from __future__ import annotations
 
 import enum
+import re
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, JsonValue, model_validator
@@ -37,6 +38,8 @@ from pyctrl.crdgen import CRDMeta, PrinterColumn, Quantity, ScaleSubresource
 __all__ = [
     "DEFAULT_EXPORTER_IMAGE",
     "DEFAULT_IMAGE",
+    "MAX_NAME_LENGTH",
+    "NAME_RULES",
     "ClusterMode",
     "Monitoring",
     "NodeLoss",
@@ -50,6 +53,7 @@ __all__ = [
     "SecretKeySelector",
     "ShardStatus",
     "TlsConfig",
+    "name_problem",
     "redis_cluster_crd",
 ]
 
@@ -66,6 +70,35 @@ def _cel(rule: str, message: str) -> dict[str, JsonValue]:
     """The ``json_schema_extra`` of a field the apiserver checks with one CEL ``rule``
     (``x-kubernetes-validations``), refusing a write that breaks it with ``message``."""
     return {"x-kubernetes-validations": [{"rule": rule, "message": message}]}
+
+
+#: The longest RedisCluster name whose children are all valid: the StatefulSet of that name labels
+#: its pods ``controller-revision-hash=<name>-<10 characters>`` (a label value: at most 63).
+MAX_NAME_LENGTH = 52
+#: A DNS-1035 label, as the Services ``<name>-headless``, ``-master`` and ``-replicas`` must be
+#: (no dot, a letter first); the CRD's own rule is only a DNS-1123 subdomain.
+_NAME_PATTERN = "^[a-z]([-a-z0-9]*[a-z0-9])?$"
+_NAME_MESSAGES = (
+    f"metadata.name must be at most {MAX_NAME_LENGTH} characters (the StatefulSet of that name "
+    "labels its pods controller-revision-hash=<name>-<10 characters>, at most 63)",
+    "metadata.name must be a DNS-1035 label: lower-case letters, digits and '-', a letter first, "
+    "no '.' (it names the cluster's Services)",
+)
+#: The CEL rules (on the object's root: ``kubectl apply`` itself refuses such a name); one source
+#: with :func:`name_problem`, which the webhook and the reconciler run.
+NAME_RULES: list[JsonValue] = [
+    {"rule": f"self.metadata.name.size() <= {MAX_NAME_LENGTH}", "message": _NAME_MESSAGES[0]},
+    {"rule": f"self.metadata.name.matches('{_NAME_PATTERN}')", "message": _NAME_MESSAGES[1]},
+]
+
+
+def name_problem(name: str) -> str | None:
+    """Why a RedisCluster cannot be called ``name`` (the CEL rules' message), or None."""
+    if len(name) > MAX_NAME_LENGTH:
+        return _NAME_MESSAGES[0]
+    if not re.fullmatch(_NAME_PATTERN, name):
+        return _NAME_MESSAGES[1]
+    return None
 
 
 ClusterMode = Literal["replication", "cluster"]
@@ -416,6 +449,8 @@ def redis_cluster_crd(*, shards: str, image: str, storage: bool = True) -> CRDMe
 # v1beta1.RedisClusterV1beta1 converts to and from it (the docstring is the CRD's description).
 class RedisCluster(Hub, KubeObject):
     """A Redis master with replicas, failed over automatically by the pyctrl RedisCluster operator."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": NAME_RULES})
 
     gvk = GroupVersionKind("redis.pyctrl.dev", "v1alpha1", "RedisCluster")
     crd: ClassVar[CRDMeta] = redis_cluster_crd(shards=".spec.shards", image=".spec.image")

@@ -39,7 +39,7 @@ import json
 import re
 from typing import Annotated, Any, ClassVar, Self
 
-from pydantic import Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from examples.rediscluster.api import redisconf
 from examples.rediscluster.api.backup import BackupSchedule, RestoreSource
@@ -50,6 +50,7 @@ from examples.rediscluster.api.rediscluster import (
     _ROOT_SPEC_CONFIG,
     _SPEC_CONFIG,
     DEFAULT_IMAGE,
+    NAME_RULES,
     Monitoring,
     NodeLoss,
     RedisAuth,
@@ -270,6 +271,8 @@ class RedisClusterSpecV1beta1(KubeModel):
 class RedisClusterV1beta1(KubeObject):
     """A RedisCluster as ``redis.pyctrl.dev/v1beta1`` (the storage version; converts through the
     v1alpha1 hub)."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": NAME_RULES})
 
     gvk = GroupVersionKind("redis.pyctrl.dev", "v1beta1", "RedisCluster")
     crd: ClassVar[CRDMeta] = redis_cluster_crd(

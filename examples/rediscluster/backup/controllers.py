@@ -7,9 +7,10 @@ from typing import Any
 
 from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.api.backup import RedisBackup
+from examples.rediscluster.backup.endpoints import EndpointAllowlist
 from examples.rediscluster.backup.job import CLUSTER_LABEL
 from examples.rediscluster.backup.reconciler import RedisBackupReconciler
-from examples.rediscluster.backup.schedule import BackupScheduleReconciler
+from examples.rediscluster.backup.schedule import DEFAULT_MIN_INTERVAL, BackupScheduleReconciler
 from pyctrl import ControllerBuilder, Manager, Request, _access
 from pyctrl.client import Job
 from pyctrl.handler import enqueue_requests_from_map_func
@@ -24,10 +25,13 @@ def add_backup_controllers(
     *,
     cluster_predicates: Sequence[PredicateLike] = (),
     max_concurrent_reconciles: int = 4,
+    min_backup_interval: float = DEFAULT_MIN_INTERVAL,
+    s3_endpoints: EndpointAllowlist | None = None,
 ) -> None:
     """Register with ``mgr`` (whose scheme has RedisBackup) the RedisBackup controller
     (``owns(Job)``) and the schedule controller on RedisClusters (``cluster_predicates`` filter
-    their events; RedisBackups map to their cluster by label)."""
+    their events; RedisBackups map to their cluster by label; a schedule's runs at least
+    ``min_backup_interval`` seconds apart; S3 endpoints restricted to ``s3_endpoints``)."""
 
     recorder = mgr.get_event_recorder_for("rediscluster-operator")
     (
@@ -36,7 +40,9 @@ def add_backup_controllers(
         .owns(Job)
         .with_options(max_concurrent_reconciles=max_concurrent_reconciles)
         .named("redisbackup")
-        .complete(RedisBackupReconciler(mgr.client, mgr.api_reader, recorder, image))
+        .complete(
+            RedisBackupReconciler(mgr.client, mgr.api_reader, recorder, image, s3_endpoints=s3_endpoints)
+        )
     )
 
     def to_cluster(backup: Any) -> list[Request]:
@@ -49,5 +55,5 @@ def add_backup_controllers(
         .watches(RedisBackup, enqueue_requests_from_map_func(to_cluster))
         .with_options(max_concurrent_reconciles=max_concurrent_reconciles)
         .named("redisbackup-schedule")
-        .complete(BackupScheduleReconciler(mgr.client, recorder))
+        .complete(BackupScheduleReconciler(mgr.client, recorder, min_interval=min_backup_interval))
     )

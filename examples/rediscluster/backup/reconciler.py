@@ -8,7 +8,8 @@ One reconcile (level-triggered; it never waits on the backup itself — the Job 
    says so in an Event, and lets the RedisBackup go (a namespace deletion never hangs on it);
 2. Succeeded or Failed → nothing more to do;
 3. no Job yet → check the inputs (the RedisCluster exists and has a serving pod, the claim exists,
-   the S3 credentials Secret has both keys): a bad input is ``Failed`` with the reason in
+   the S3 endpoint is one the operator's ``--s3-endpoint-allowlist`` allows, the S3 credentials
+   Secret has both keys): a bad input is ``Failed`` with the reason in
    ``status.message``, an Event and no Job; otherwise pick the source (a replica whose link to the
    master is up, else the master), create the Job ``<backup>-backup`` (owned by the RedisBackup,
    so it is found again after a restart and never doubled) and record ``Running``;
@@ -27,6 +28,7 @@ from typing import Any
 
 from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.api.backup import BackupPhase, RedisBackup, RedisBackupStatus, ShardBackup
+from examples.rediscluster.backup.endpoints import EndpointAllowlist
 from examples.rediscluster.backup.job import (
     SOURCE_ANNOTATION,
     RedisLogin,
@@ -91,22 +93,32 @@ class NotYet(Exception):
 @rbac(
     groups=["redis.pyctrl.dev"],
     resources=["redisbackups"],
-    verbs=["get", "list", "watch", "create", "update", "patch", "delete"],
+    verbs=["get", "list", "watch", "create", "patch", "delete"],
 )
-@rbac(groups=["redis.pyctrl.dev"], resources=["redisbackups/status"], verbs=["get", "update", "patch"])
+@rbac(groups=["redis.pyctrl.dev"], resources=["redisbackups/status"], verbs=["get", "patch"])
 @rbac(groups=["redis.pyctrl.dev"], resources=["redisbackups/finalizers"], verbs=["update"])
-@rbac(groups=["batch"], resources=["jobs"], verbs=["get", "list", "watch", "create", "delete"])
+# Jobs are never deleted by the operator: they are owned by their RedisBackup (garbage collected).
+@rbac(groups=["batch"], resources=["jobs"], verbs=["get", "list", "watch", "create"])
 @rbac(groups=[""], resources=["persistentvolumeclaims"], verbs=["get", "list", "watch"])
 @rbac(groups=[""], resources=["pods"], verbs=["get", "list", "watch"])
 @rbac(groups=[""], resources=["secrets"], verbs=["get"])
 class RedisBackupReconciler:
     """Reconciles RedisBackup objects; see the module docstring."""
 
-    def __init__(self, client: Client, api_reader: Reader, recorder: EventRecorder, image: str) -> None:
+    def __init__(
+        self,
+        client: Client,
+        api_reader: Reader,
+        recorder: EventRecorder,
+        image: str,
+        *,
+        s3_endpoints: EndpointAllowlist | None = None,
+    ) -> None:
         self.client = client
         self.api_reader = api_reader
         self.recorder = recorder
         self.image = image
+        self.s3_endpoints = s3_endpoints or EndpointAllowlist()
 
     async def reconcile(self, request: Request) -> Result:
         try:
@@ -195,6 +207,9 @@ class RedisBackupReconciler:
                     "ClaimNotFound", f"PersistentVolumeClaim {dest.pvc.claim_name!r} not found"
                 ) from None
         if dest.s3 is not None:
+            refused = self.s3_endpoints.refusal("spec.destination.s3.endpoint", dest.s3.endpoint)
+            if refused is not None:
+                raise BadInput("EndpointNotAllowed", refused)
             creds = dest.s3.credentials_secret
             try:
                 secret = await self.api_reader.get(Secret, creds.name, namespace=ns)

@@ -17,6 +17,13 @@ Guarantees:
   an AlreadyExists is the run already made); only the latest due run is made (missed runs during
   an outage are not replayed, as a CronJob with ``startingDeadlineSeconds``); an invalid
   expression is a Warning Event ``InvalidSchedule`` and no run;
+- bounded work per tenant: a schedule whose runs come closer than ``min_interval`` (the
+  operator's ``--min-backup-interval``, default ``DEFAULT_MIN_INTERVAL`` = 5 minutes; the CRD
+  already refuses per-second schedules) is ``InvalidSchedule`` too, naming the interval, and makes
+  no run (:func:`schedule_problem`, which the webhook runs as well); and at most one scheduled
+  RedisBackup per cluster is unfinished at a time: while one is (e.g. Pending with no serving
+  master), a run that comes due is not made — a Warning Event ``BackupSkipped`` names it and the
+  backup it waits for — so RedisBackups never pile up;
 - retention: of the scheduled backups of the cluster, the newest ``keep`` (by due time) are kept;
   older *finished* ones are deleted — the RedisBackup's finalizer removes the stored object first;
 - ``onDelete``: the finalizer ``redis.pyctrl.dev/final-backup`` is held on the RedisCluster; when it
@@ -32,6 +39,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
+import itertools
 from collections.abc import Iterable
 from typing import Any
 
@@ -51,12 +60,15 @@ from pyctrl.log import get_logger
 from pyctrl.recorder import EventRecorder
 
 __all__ = [
+    "DEFAULT_MIN_INTERVAL",
     "FINAL_FINALIZER",
     "KIND_LABEL",
     "SCHEDULED_AT",
     "SKIP_FINAL_BACKUP",
     "BackupScheduleReconciler",
     "final_backup_name",
+    "schedule_problem",
+    "shortest_gap",
 ]
 
 FINAL_FINALIZER = "redis.pyctrl.dev/final-backup"
@@ -64,6 +76,11 @@ SKIP_FINAL_BACKUP = "redis.pyctrl.dev/skip-final-backup"
 KIND_LABEL = "redis.pyctrl.dev/backup-kind"  # "scheduled" or "final"
 SCHEDULED_AT = "redis.pyctrl.dev/scheduled-at"
 RETRY = 5.0
+#: seconds: the least time between two runs of a schedule (``--min-backup-interval``)
+DEFAULT_MIN_INTERVAL = 300.0
+#: runs of a schedule looked at for its shortest gap, from a fixed start (so the answer is cached)
+_GAP_RUNS = 200
+_GAP_START = datetime.datetime(2000, 1, 1, tzinfo=datetime.UTC)
 log = get_logger("redisbackup.schedule")
 
 
@@ -79,6 +96,31 @@ def final_backup_name(cluster: str) -> str:
     return f"{cluster[:57]}-final"
 
 
+@functools.lru_cache(maxsize=256)
+def shortest_gap(schedule: str) -> float:
+    """Seconds between the two closest of the schedule's next ``_GAP_RUNS`` runs (from a fixed
+    start: the same answer every time); ``ValueError`` for an expression croniter refuses."""
+    if not croniter.is_valid(schedule):
+        raise ValueError(f"spec.backup.schedule {schedule!r} is not a cron expression")
+    runs = croniter(schedule, _GAP_START)
+    times = [runs.get_next(float) for _ in range(_GAP_RUNS)]
+    return min(b - a for a, b in itertools.pairwise(times))
+
+
+def schedule_problem(schedule: str, min_interval: float) -> str | None:
+    """Why ``schedule`` is refused (not cron, or runs closer than ``min_interval`` s), or None."""
+    try:
+        gap = shortest_gap(schedule)
+    except ValueError as exc:
+        return str(exc)
+    if gap < min_interval:
+        return (
+            f"spec.backup.schedule {schedule!r} runs every {gap:g} s at the closest: the operator's "
+            f"minimum backup interval is {min_interval:g} s (--min-backup-interval)"
+        )
+    return None
+
+
 def _finished(backup: RedisBackup) -> bool:
     return backup.status is not None and backup.status.phase in (BackupPhase.SUCCEEDED, BackupPhase.FAILED)
 
@@ -86,11 +128,15 @@ def _finished(backup: RedisBackup) -> bool:
 class BackupScheduleReconciler:
     """Reconciles RedisClusters' ``spec.backup``; see the module docstring. Its RBAC is declared
     by the RedisBackup and RedisCluster reconcilers (redisbackups create/delete, redisclusters
-    patch and finalizers, status patch)."""
+    patch and finalizers, status patch). ``min_interval``: seconds, the least time between two
+    runs of a schedule."""
 
-    def __init__(self, client: Client, recorder: EventRecorder) -> None:
+    def __init__(
+        self, client: Client, recorder: EventRecorder, *, min_interval: float = DEFAULT_MIN_INTERVAL
+    ) -> None:
         self.client = client
         self.recorder = recorder
+        self.min_interval = min_interval
 
     async def reconcile(self, request: Request) -> Result:
         try:
@@ -118,13 +164,8 @@ class BackupScheduleReconciler:
 
     # -- schedule and retention ----------------------------------------------------------------
     async def _schedule(self, cluster: RedisCluster, spec: BackupSchedule, schedule: str) -> Result:
-        if not croniter.is_valid(schedule):
-            self.recorder.event(
-                cluster,
-                "Warning",
-                "InvalidSchedule",
-                f"spec.backup.schedule {schedule!r} is not a cron expression",
-            )
+        if (why := schedule_problem(schedule, self.min_interval)) is not None:
+            self.recorder.event(cluster, "Warning", "InvalidSchedule", why)
             return Result()
         now = _utcnow()
         due: datetime.datetime = croniter(schedule, now + datetime.timedelta(seconds=1)).get_prev(
@@ -136,9 +177,17 @@ class BackupScheduleReconciler:
             labels={CLUSTER_LABEL: cluster.name, KIND_LABEL: "scheduled"},
         )
         created = cluster.metadata.creation_timestamp or ""
-        if _rfc3339(due) >= created and not any(
-            (b.metadata.annotations or {}).get(SCHEDULED_AT) == _rfc3339(due) for b in backups
-        ):
+        unfinished = sorted(b.name for b in backups if not _finished(b) and not b.metadata.deletion_timestamp)
+        made = any((b.metadata.annotations or {}).get(SCHEDULED_AT) == _rfc3339(due) for b in backups)
+        if _rfc3339(due) >= created and not made and unfinished:  # at most one pending: no pile-up
+            self.recorder.event(
+                cluster,
+                "Warning",
+                "BackupSkipped",
+                f"the run due at {_rfc3339(due)} is not made: scheduled backup {unfinished[0]} has "
+                "not finished (at most one unfinished scheduled backup per cluster)",
+            )
+        elif _rfc3339(due) >= created and not made:
             name = f"{cluster.name[:47]}-{due:%Y%m%d%H%M%S}"
             try:
                 await self.client.create(

@@ -16,6 +16,15 @@ Guarantees, for both:
   bucket or claim directory, rejected credentials) — the Job then fails at once instead of
   spending its retries.
 
+An S3 store talks to its endpoint and nothing else: every request is checked before it is sent
+(botocore's ``before-send``) to go to the endpoint's scheme, host and port — a request anywhere
+else is refused with a permanent :class:`StoreError`; the HTTP layer follows no redirect
+(botocore's), and a redirect answer (301/302/307/308, ``PermanentRedirect``) is a permanent
+:class:`StoreError` naming where it pointed, raised by a ``needs-retry`` handler that runs before
+botocore's S3 region redirector (which would otherwise re-send the request, and against a store
+redirecting every request recursed until Python's recursion limit). A store that redirects gets
+neither the data nor a signed request elsewhere.
+
 The S3 access key pair comes from the environment (``AWS_ACCESS_KEY_ID``,
 ``AWS_SECRET_ACCESS_KEY``: the Job sets them by ``secretKeyRef``) and is never logged.
 """
@@ -27,7 +36,8 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Protocol, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, cast
+from urllib.parse import urlsplit
 
 import boto3
 import botocore.exceptions
@@ -41,6 +51,7 @@ __all__ = ["PART_SIZE", "PvcStore", "Readable", "S3Store", "Store", "StoreError"
 
 PART_SIZE = 8 * 1024 * 1024
 _COPY_CHUNK = 1024 * 1024
+_REDIRECTS = {"301", "302", "307", "PermanentRedirect", "TemporaryRedirect"}
 _PERMANENT_S3 = {
     "NoSuchBucket",
     "InvalidAccessKeyId",
@@ -51,6 +62,13 @@ _PERMANENT_S3 = {
     "404",
     "NoSuchKey",
 }
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port) of ``url``, the port made explicit."""
+    parts = urlsplit(url)
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    return parts.scheme, (parts.hostname or "").lower(), port
 
 
 class StoreError(Exception):
@@ -194,6 +212,9 @@ class S3Store:
                 response_checksum_validation="when_required",
             ),
         )
+        self._origin = _origin(endpoint)
+        self.client.meta.events.register("before-send.s3", self._only_to_the_endpoint)
+        self.client.meta.events.register_first("needs-retry.s3", self._no_redirects)
         self.transfer = TransferConfig(
             multipart_threshold=PART_SIZE,
             multipart_chunksize=PART_SIZE,
@@ -203,6 +224,33 @@ class S3Store:
         )
         # s3transfer's bound on the parts read from a non-seekable source and not yet sent
         self.transfer.max_in_memory_upload_chunks = 4
+
+    def _only_to_the_endpoint(self, request: Any, **_: Any) -> None:
+        """botocore ``before-send`` handler: refuse a request to anywhere but the endpoint."""
+        if _origin(request.url) != self._origin:
+            where = urlsplit(request.url)
+            raise StoreError(
+                f"{self.location}: refusing to send a request to {where.scheme}://{where.netloc}: "
+                f"backups talk to {self.endpoint} only (redirects are not followed)",
+                permanent=True,
+            )
+
+    def _no_redirects(self, response: Any = None, **_: Any) -> None:
+        """botocore ``needs-retry`` handler, ahead of the region redirector: a redirect is final."""
+        if response is None:
+            return
+        http, parsed = response
+        code = str((parsed or {}).get("Error", {}).get("Code", ""))
+        status = getattr(http, "status_code", None)
+        if status in (301, 302, 307, 308) or code in _REDIRECTS:
+            headers = getattr(http, "headers", None) or {}
+            region = headers.get("x-amz-bucket-region")
+            to = headers.get("location") or (f"region {region}" if region else "elsewhere")
+            raise StoreError(
+                f"{self.location}: {self.endpoint} answered with a redirect ({status or code}) to {to}: "
+                "redirects are not followed (set the endpoint and region of the store that holds the bucket)",
+                permanent=True,
+            )
 
     def at(self, key: str) -> S3Store:
         """The object ``key`` of the same bucket, sharing this store's client (one connection pool)."""

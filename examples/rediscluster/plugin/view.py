@@ -268,7 +268,7 @@ def render_status(snapshot: Snapshot, *, colour: bool = False) -> str:
 _REASONS = {
     "InvalidSpec": (
         "The spec cannot be run as written, so the operator applied none of it: fix what the message "
-        "names (a missing Secret can simply be created; the operator watches the Secrets a spec names)."
+        "names (a missing Secret can simply be created; the operator reads it again within seconds)."
     ),
     "Unschedulable": (
         "Pods cannot be placed on a node: see the scheduler's message (resources, affinity, taints)."

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from examples.rediscluster.api import RedisCluster
+from examples.rediscluster.api import RedisCluster, name_problem
 from examples.rediscluster.shared.resources import InvalidSpec, parse_quantity
 from pyctrl.client import Client, ConfigMap, Service, StatefulSet
 from pyctrl.client.errors import NotFound
@@ -115,7 +115,12 @@ async def apply_children(
     restore: Seeding,
 ) -> str | None:
     """Write the children ``desired()`` gives that differ; return why the spec cannot be run, if it
-    cannot (``desired`` is called only here: after a refused TLS Secret or user, not at all)."""
+    cannot (``desired`` is called only here: after a refused TLS Secret or user, not at all).
+    A name some child could not carry (``api.name_problem``: admitted before the CRD's rule
+    existed) is such a reason: nothing is written, instead of a write the apiserver refuses."""
+    if (why := name_problem(cluster.name)) is not None:
+        recorder.event(cluster, "Warning", "InvalidSpec", why)
+        return why
     try:
         children = await desired()
     except InvalidSpec as exc:

@@ -6,12 +6,13 @@
 - :func:`ensure_generated`: creates ``<name>-auth`` once, with 32 random bytes (URL-safe base64)
   and this cluster's controller reference; an existing one is kept as it is. A Secret of that
   name this cluster does not control is never adopted or changed: an Event ``Conflict`` naming
-  it and a terminal error (the reconcile applies nothing);
-- :func:`read_password` reads the Secret through the API reader (Secrets are not cached); a
-  missing Secret or key is an Event ``SecretMissing`` and an error (a missing key is terminal: only
-  an edit of the Secret or the spec fixes it); a value that cannot be a password
-  (:func:`password_problem`) is an Event ``InvalidPassword`` saying why (never the value) and a
-  terminal error. The value is never logged.
+  it and :class:`SecretUnusable` (the reconcile applies nothing);
+- :func:`read_password` reads the Secret with a GET through the API reader (the operator neither
+  caches nor watches Secrets: its RBAC has no Secret list/watch); a missing Secret or key is an
+  Event ``SecretMissing``, a value that cannot be a password (:func:`password_problem`) an Event
+  ``InvalidPassword`` saying why (never the value); both raise :class:`SecretUnusable`, which the
+  reconciler answers by looking again after ``SECRET_POLL`` seconds (no watch tells it when the
+  Secret is fixed). The value is never logged.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import secrets
 from typing import Any
 
 from examples.rediscluster.api import RedisCluster, RedisClusterSpec
-from pyctrl import TerminalError
 from pyctrl.client import Client, Reader, Secret
 from pyctrl.client.errors import AlreadyExists, NotFound
 from pyctrl.controllerutil import set_controller_reference
@@ -30,6 +30,8 @@ from pyctrl.recorder import EventRecorder
 __all__ = [
     "GENERATED_KEY",
     "MAX_PASSWORD_BYTES",
+    "SECRET_POLL",
+    "SecretUnusable",
     "auth_enabled",
     "ensure_generated",
     "generated_secret_name",
@@ -40,6 +42,13 @@ __all__ = [
 
 MAX_PASSWORD_BYTES = 4096
 GENERATED_KEY = "password"
+#: seconds until a reconcile stopped by an unusable Secret looks again (Secrets are not watched)
+SECRET_POLL = 10.0
+
+
+class SecretUnusable(Exception):
+    """The password Secret cannot be used (missing, no key, not a password, not ours); the Event
+    saying why is recorded. The reconcile applies nothing and looks again after ``SECRET_POLL``."""
 
 
 def auth_enabled(spec: RedisClusterSpec) -> bool:
@@ -111,7 +120,7 @@ async def ensure_generated(
             "changed (delete or rename it, or set spec.auth.passwordSecret to use it)"
         )
         recorder.event(cluster, "Warning", "Conflict", msg)
-        raise TerminalError(msg)
+        raise SecretUnusable(msg)
 
 
 async def read_password(api_reader: Reader, recorder: EventRecorder, cluster: RedisCluster) -> str | None:
@@ -124,17 +133,17 @@ async def read_password(api_reader: Reader, recorder: EventRecorder, cluster: Re
         secret = await api_reader.get(Secret, name, namespace=cluster.namespace)
     except NotFound:
         recorder.event(cluster, "Warning", "SecretMissing", f"Secret {name} not found")
-        raise
+        raise SecretUnusable(f"Secret {name} not found") from None
     value = (secret.data or {}).get(key)
     if value is None:
         msg = f"Secret {name} has no key {key!r}"
         recorder.event(cluster, "Warning", "SecretMissing", msg)
-        raise TerminalError(msg)
+        raise SecretUnusable(msg)
     why = password_problem(base64.b64decode(value))
     if why is not None:
         msg = f"Secret {name} key {key!r} {why}"
         recorder.event(cluster, "Warning", "InvalidPassword", msg)
-        raise TerminalError(msg)
+        raise SecretUnusable(msg)
     return base64.b64decode(value).decode()
 
 

@@ -18,20 +18,21 @@
   and ``ACL LOAD`` runs where the generation written is not loaded yet (Event ``UsersLoaded``);
   True while some pod lags, so the reconcile looks again soon.
 
-It also remembers which Secrets each cluster's spec names: :meth:`Security.clusters_using_secret`
-is the map function of the operator's Secret watch.
+Every Secret is read with a GET through the API reader, each reconcile: the operator neither
+caches nor watches Secrets (its RBAC grants no Secret list/watch), so a rotated certificate or a
+changed user password is seen on the cluster's next reconcile — at the latest its settled
+look-again (30 s in replication mode, 10 s in cluster mode).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.shared.redis_admin import RedisAccess, RedisAdminError, RedisConnection
 from examples.rediscluster.shared.security import tls, users
-from examples.rediscluster.shared.security.auth import ensure_generated, password_ref, read_password
-from pyctrl import Request
+from examples.rediscluster.shared.security.auth import ensure_generated, read_password
 from pyctrl.client import Client, Reader, Secret
 from pyctrl.client.errors import NotFound
 from pyctrl.recorder import EventRecorder
@@ -107,8 +108,7 @@ class Material:
 
 
 class Security:
-    """Reads each reconcile's :class:`Material`; remembers the last verified CA of each cluster and
-    the Secrets its spec names."""
+    """Reads each reconcile's :class:`Material`; remembers the last verified CA of each cluster."""
 
     def __init__(self, client: Client, api_reader: Reader, recorder: EventRecorder) -> None:
         self.client = client
@@ -117,12 +117,9 @@ class Security:
         self.users = users.UserSync(client, api_reader)
         #: (namespace, cluster) -> the CA of its last TLS Secret that passed the checks
         self._tls_ca: dict[tuple[str, str], str] = {}
-        #: (namespace, cluster) -> the Secrets its spec names (the Secret watch maps back through it)
-        self._secrets: dict[tuple[str, str], frozenset[str]] = {}
 
     async def read(self, cluster: RedisCluster) -> Material | None:
         """This reconcile's material; None while ``spec.tls`` has no CA to verify the pods with."""
-        self._secrets[(cluster.namespace, cluster.name)] = _secret_names(cluster)
         await ensure_generated(self.client, self.api_reader, self.recorder, cluster)
         password = await read_password(self.api_reader, self.recorder, cluster)
         material, tls_invalid, ca = await self._read_tls(cluster)
@@ -143,17 +140,8 @@ class Security:
             return RedisAccess(acl.operator_password, users.OPERATOR_USER, ca)
         return RedisAccess(password, None, ca)
 
-    def clusters_using_secret(self, secret: object) -> Iterable[Request]:
-        """The RedisClusters whose spec names ``secret`` (the map function of the Secret watch)."""
-        meta = getattr(secret, "metadata", None)
-        namespace, name = getattr(meta, "namespace", None), getattr(meta, "name", None)
-        return [
-            Request(ns, c) for (ns, c), names in self._secrets.items() if ns == namespace and name in names
-        ]
-
     def forget(self, namespace: str, name: str) -> None:
         self._tls_ca.pop((namespace, name), None)
-        self._secrets.pop((namespace, name), None)
 
     async def _read_tls(self, cluster: RedisCluster) -> tuple[tls.TlsMaterial | None, str | None, str | None]:
         """(the checked TLS Secret, why it was refused, the CA to connect with); all None without TLS."""
@@ -174,13 +162,3 @@ class Security:
             return None, str(exc), fallback
         self._tls_ca[key] = material.ca_pem
         return material, None, material.ca_pem
-
-
-def _secret_names(cluster: RedisCluster) -> frozenset[str]:
-    """The Secrets ``cluster``'s spec names (TLS, password, users' passwords)."""
-    spec = cluster.spec
-    names = {spec.tls.secret_name} if spec.tls is not None else set()
-    if (ref := password_ref(cluster)) is not None:
-        names.add(ref[0])
-    names.update(user.password_secret.name for user in spec.users or [])
-    return frozenset(names)

@@ -22,6 +22,9 @@ a converged cluster costs reads only, no write):
    planned ``CLUSTER FAILOVER``, one shard at a time);
 5. :meth:`~ClusterModeReconciler.status`: ``cluster.status`` written only when it changed; Events
    when a shard's master changed (``FailoverCompleted``) and when a resharding starts or ends;
+   day-2 intent annotations (``api.intents``: hibernation, fencing, switchover) are acted on by
+   replication mode only: here they give the condition ``Intents`` (False,
+   ``UnsupportedInClusterMode``) and a Warning Event of that reason when its message changes;
    requeue after 10 s when converged (Redis Cluster fails shards over by itself: the periodic look
    keeps labels and status following the real roles), 1 s while work is under way.
 """
@@ -65,6 +68,8 @@ from pyctrl.workqueue import LOW_PRIORITY
 __all__ = ["ClusterModeReconciler", "Done", "Members"]
 
 STEADY_REQUEUE = 10.0
+#: the reason of the Intents condition and Event: day-2 intents are replication mode's
+_UNSUPPORTED = "UnsupportedInClusterMode"
 ACTING_REQUEUE = 1.0
 log = get_logger("rediscluster.cluster")
 
@@ -164,7 +169,9 @@ class ClusterModeReconciler:
         intents = None
         if (unsupported := unsupported_in_cluster_mode(cluster)) is not None:
             old = cluster.status or RedisClusterStatus()
-            intents = condition(old, "Intents", False, "UnsupportedInClusterMode", unsupported, now=now)
+            intents = condition(old, "Intents", False, _UNSUPPORTED, unsupported, now=now)
+            if not any(c.type == "Intents" and c.message == unsupported for c in old.conditions):
+                self.recorder.event(cluster, "Warning", _UNSUPPORTED, unsupported)
         new = with_revisions(
             cluster_status(
                 cluster,

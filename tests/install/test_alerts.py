@@ -33,3 +33,22 @@ def test_promtool_test_rules_fails_when_an_expected_alert_does_not_fire(
     result = run(promtool, "test", "rules", str(bad), check=False)
     assert result.returncode != 0
     assert "RedisClusterNoMaster" in result.stdout + result.stderr
+
+
+def test_the_hibernation_test_fails_without_the_hibernation_clause(promtool: str, tmp_path: Path) -> None:
+    """Without ``unless ... rediscluster_hibernated == 1`` the hibernated cluster's alerts fire
+    before it wakes: the quiet cases of the hibernation test can fail."""
+    clause = " unless on (namespace, name) max by (namespace, name) (rediscluster_hibernated) == 1"
+    rules = ALERTS.read_text()
+    assert rules.count(clause) == 8
+    (tmp_path / "alerts.yaml").write_text(rules.replace(clause, ""))
+    text = (HERE / "alerts_test.yaml").read_text()
+    (tmp_path / "alerts_test.yaml").write_text(
+        text.replace("../../charts/rediscluster-operator/files/alerts.yaml", "alerts.yaml")
+    )
+    result = run(promtool, "test", "rules", str(tmp_path / "alerts_test.yaml"), check=False)
+    out = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "a hibernated cluster stays quiet, a woken one fires" in out
+    for alert in ("RedisClusterNoMaster", "RedisDown", "RedisMasterMissing", "RedisClusterBackupTooOld"):
+        assert f"alertname: {alert}, time: 9m" in out, out

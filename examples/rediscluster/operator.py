@@ -30,6 +30,7 @@ from examples.rediscluster.replication.decision import FAILOVER_PRIORITY
 from examples.rediscluster.replication.nodeloss import Node
 from examples.rediscluster.replication.prober import ClusterKey, HealthProber
 from examples.rediscluster.shared.redis_admin import DEFAULT_IO_TIMEOUT
+from examples.rediscluster.shared.resources import DEFAULT_CLUSTER_DOMAIN
 from examples.rediscluster.webhook import RedisClusterValidator
 from pyctrl import ControllerBuilder, Manager, Request, WebhookBuilder, _access, load_config, setup_logging
 from pyctrl.cache import ByObject, CacheOptions, strip_managed_fields
@@ -73,6 +74,7 @@ class OperatorOptions:
     warm_standby: bool = True
     backup_image: str = DEFAULT_IMAGE
     shard_count: int = 1
+    cluster_domain: str = DEFAULT_CLUSTER_DOMAIN
 
 
 #: The sharding ring of the operator's replicas (``--shard-count`` > 1; see :mod:`pyctrl.sharding`).
@@ -191,6 +193,7 @@ def build_operator(config: Any, options: OperatorOptions) -> Operator:
         slot_mover,
         io_timeout=options.redis_timeout,
         backup_image=options.backup_image,
+        cluster_domain=options.cluster_domain,
     )
     (
         ControllerBuilder(mgr)

@@ -77,7 +77,12 @@ def test_the_default_render_is_two_leader_electing_replicas_with_restricted_pods
 
 
 def test_watched_namespaces_get_a_role_each_and_no_cluster_role(render: Render) -> None:
-    objects = render("watchNamespaces={team-a,team-b}", "logLevel=debug", "maxConcurrentReconciles=8")
+    objects = render(
+        "watchNamespaces={team-a,team-b}",
+        "logLevel=debug",
+        "maxConcurrentReconciles=8",
+        "clusterDomain=k8s.example",
+    )
     assert "ClusterRole" not in kinds(objects)
     roles = [o for o in objects if o["kind"] == "Role" and o["metadata"]["name"].endswith("manager")]
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
@@ -87,7 +92,12 @@ def test_watched_namespaces_get_a_role_each_and_no_cluster_role(render: Render) 
     ]
     assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
     args = find(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert {"--namespace=team-a,team-b", "--log-level=debug", "--max-concurrent-reconciles=8"} <= set(args)
+    assert {
+        "--namespace=team-a,team-b",
+        "--log-level=debug",
+        "--max-concurrent-reconciles=8",
+        "--cluster-domain=k8s.example",
+    } <= set(args)
 
 
 def test_monitoring_objects_carry_the_tested_alerts_and_dashboard(render: Render) -> None:

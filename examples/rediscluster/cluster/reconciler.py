@@ -53,7 +53,12 @@ from examples.rediscluster.shared import metrics as base_metrics
 from examples.rediscluster.shared import redis_admin
 from examples.rediscluster.shared.pods import ordinal, pod_facts
 from examples.rediscluster.shared.redis_admin import RedisAccess, RedisConnection
-from examples.rediscluster.shared.resources import REDIS_PORT, ROLE_LABEL, selector_labels
+from examples.rediscluster.shared.resources import (
+    DEFAULT_CLUSTER_DOMAIN,
+    REDIS_PORT,
+    ROLE_LABEL,
+    selector_labels,
+)
 from examples.rediscluster.shared.rollout import RolloutDecision, progressing_condition, with_revisions
 from examples.rediscluster.shared.status import condition, write_status
 from examples.rediscluster.shared.status import now as utc_now
@@ -122,8 +127,10 @@ class ClusterModeReconciler:
         mover: SlotMover,
         *,
         io_timeout: float = redis_admin.DEFAULT_IO_TIMEOUT,
+        cluster_domain: str = DEFAULT_CLUSTER_DOMAIN,
     ) -> None:
         self.client = client
+        self.cluster_domain = cluster_domain
         self.recorder = recorder
         self.mover = mover
         self.io_timeout = io_timeout
@@ -148,7 +155,7 @@ class ClusterModeReconciler:
         return plan(look.members, cluster.spec.shards, replicas, recorded=_homes(cluster, restore.slot_homes))
 
     async def children(self, cluster: RedisCluster, look: Members, plan: Plan) -> list[dict[str, Any]]:
-        return cluster_children(cluster, plan.statefulset_replicas)
+        return cluster_children(cluster, plan.statefulset_replicas, cluster_domain=self.cluster_domain)
 
     async def execute(
         self, cluster: RedisCluster, look: Members, plan: Plan, *, invalid: str | None, restore: RestoreState

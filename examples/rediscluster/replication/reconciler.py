@@ -69,7 +69,7 @@ from examples.rediscluster.replication.topology_types import Plan, Role
 from examples.rediscluster.replication.volumes import VolumeExpander, pin_claim_templates
 from examples.rediscluster.shared import metrics
 from examples.rediscluster.shared.redis_admin import RedisAccess
-from examples.rediscluster.shared.resources import InvalidSpec, desired_children
+from examples.rediscluster.shared.resources import DEFAULT_CLUSTER_DOMAIN, InvalidSpec, desired_children
 from examples.rediscluster.shared.rollout import RolloutDecision, progressing_condition, with_revisions
 from examples.rediscluster.shared.status import condition, write_status
 from examples.rediscluster.shared.status import now as utc_now
@@ -106,9 +106,17 @@ class ReplicationModeReconciler:
     """See the module docstring."""
 
     def __init__(
-        self, client: Client, reader: Reader, recorder: EventRecorder, prober: HealthProber, io_timeout: float
+        self,
+        client: Client,
+        reader: Reader,
+        recorder: EventRecorder,
+        prober: HealthProber,
+        io_timeout: float,
+        *,
+        cluster_domain: str = DEFAULT_CLUSTER_DOMAIN,
     ) -> None:
         self.client = client
+        self.cluster_domain = cluster_domain
         self.recorder = recorder
         self.prober = prober
         self.io_timeout = io_timeout
@@ -141,7 +149,7 @@ class ReplicationModeReconciler:
             hibernation(cluster)
         except InvalidIntent as exc:
             raise InvalidSpec(str(exc)) from None
-        children = desired_children(cluster, plan.replicas)
+        children = desired_children(cluster, plan.replicas, cluster_domain=self.cluster_domain)
         if (refused := await self.live_config.apply(cluster, look.observed)) is not None:
             raise InvalidSpec(refused, reported=True)  # Event ConfigRejected: no redis.conf with it
         await pin_claim_templates(self.client, children)

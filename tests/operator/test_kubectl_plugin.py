@@ -230,11 +230,17 @@ async def test_status_of_a_cluster_mode_cluster_shows_each_shards_slots_and_refu
         "UnsupportedInClusterMode",
         expected,
     )
-    events = envtest.http.get(f"/api/v1/namespaces/{namespace}/events")["items"]
-    warned = [e for e in events if e["reason"] == "UnsupportedInClusterMode"]
-    assert [(e["type"], e["message"], e["involvedObject"]["name"]) for e in warned] == [
-        ("Warning", expected, "ks")
-    ]
+
+    def warned() -> list[tuple[str, str, str]]:  # the recorder writes Events in the background
+        events = envtest.http.get(f"/api/v1/namespaces/{namespace}/events")["items"]
+        return [
+            (e["type"], e["message"], e["involvedObject"]["name"])
+            for e in events
+            if e["reason"] == "UnsupportedInClusterMode"
+        ]
+
+    event = await eventually(warned, within=30, what="the UnsupportedInClusterMode Event", interval=0.3)
+    assert event == [("Warning", expected, "ks")]
     out = kubectl_plugin("status", "ks", "-n", namespace, kubeconfig=viewer)
     assert re.search(r"Intents +False +UnsupportedInClusterMode +\S+ +mode: cluster does not act", out.stdout)
     assert "UnsupportedInClusterMode: mode: cluster does not act" in out.stdout  # the Event

@@ -68,6 +68,23 @@ async def assert_sidecars_serve(c: Cluster) -> None:
         await eventually(serves, within=60, what=f"{name}'s sidecar: redis_up 1, {role} series", interval=0.5)
 
 
+async def assert_cluster_mode_sidecars_serve(c: Cluster) -> None:
+    """Cluster mode: each pod's sidecar shows ``redis_up 1``, ``cluster_state`` ok, every slot
+    served, and the role the status gives the pod (its shard's master, or a replica)."""
+    masters = {s["master"] for s in c.status()["shards"]}
+    for name, pod in c.pods().items():
+        role = "master" if name in masters else "slave"
+
+        async def serves(ip: str = pod["status"]["podIP"], role: str = role) -> Scraped | None:
+            metrics = await asyncio.to_thread(scrape, ip)
+            value = {n: samples[0][1] for n, samples in metrics.items() if samples}
+            roles = {labels["role"] for labels, _ in metrics.get("redis_instance_info", [])}
+            cluster = value.get("redis_cluster_state") == 1 and value.get("redis_cluster_slots_ok") == 16384
+            return metrics if value.get("redis_up") == 1 and cluster and roles == {role} else None
+
+        await eventually(serves, within=60, what=f"{name}'s sidecar: redis_up 1, cluster ok", interval=0.5)
+
+
 async def test_every_pod_serves_redis_metrics_through_the_exporter_sidecar_with_auth(
     cluster_factory: Callable[[str], Cluster],
 ) -> None:

@@ -78,11 +78,13 @@ demo: bootstrap
 	$(PY) -m examples.rediscluster_demo
 
 # CRDs from the pydantic types; the chart's ClusterRole (from the @rbac declarations), CRDs and
-# webhook configuration; config/ rendered from the chart by helm template; the guide's spec reference.
+# webhook configuration; config/ rendered from the chart by helm template; the guide's spec reference
+# and the dashboard's layout preview (docs/guide/dashboard-preview.svg).
 generate: bootstrap
 	$(PY) -m pyctrl.crdgen
 	$(PY) -m examples.rediscluster.packaging
 	$(PY) -m examples.rediscluster.api.reference
+	$(PY) -m examples.rediscluster.dashboard_preview
 
 # The optional `bench` extra (kopf, matplotlib, pyinstrument) is installed here only: CI never needs it.
 bench: bootstrap

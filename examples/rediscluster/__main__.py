@@ -20,14 +20,18 @@ closer is refused by the webhook and the schedule controller), ``--s3-endpoint-a
 backups may use; default any), ``--shard-count N`` (N > 1: this
 replica is one of N sharing the RedisClusters, see :mod:`pyctrl.sharding`; the
 ``--leader-elect-*`` timings and namespace apply to its member Lease; not with
-``--leader-elect``). Exit codes: 0 after a clean stop, 1 on a runtime failure or lost
-leadership, 2 on bad configuration (unreadable kubeconfig, unreachable apiserver, missing CRD).
+``--leader-elect``), and ``--cluster-domain`` (the cluster's DNS domain, default
+``cluster.local``: the exporter sidecar of a TLS cluster connects to its pod's stable name,
+``<pod>.<name>-headless.<namespace>.svc.<domain>``). Exit codes: 0 after a clean stop, 1 on a
+runtime failure or lost leadership, 2 on bad configuration (unreadable kubeconfig, unreachable
+apiserver, missing CRD).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import sys
 
 from examples.rediscluster.backup import DEFAULT_IMAGE
@@ -35,7 +39,10 @@ from examples.rediscluster.backup.endpoints import EndpointAllowlist
 from examples.rediscluster.backup.schedule import DEFAULT_MIN_INTERVAL
 from examples.rediscluster.operator import OperatorOptions, run
 from examples.rediscluster.shared.redis_admin import DEFAULT_IO_TIMEOUT
+from examples.rediscluster.shared.resources import DEFAULT_CLUSTER_DOMAIN
 from pyctrl.leaderelection import LeaderElectionConfig
+
+_DOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*")
 
 
 def _positive(text: str) -> float:
@@ -137,11 +144,21 @@ def parse_args(argv: list[str] | None = None) -> OperatorOptions:
         default=1,
         help="replicas sharing the RedisClusters, each reconciling its part (default 1: no sharding)",
     )
+    p.add_argument(
+        "--cluster-domain",
+        default=DEFAULT_CLUSTER_DOMAIN,
+        help=f"the cluster's DNS domain, which Pods' stable names end in (default {DEFAULT_CLUSTER_DOMAIN})",
+    )
     args = p.parse_args(argv)
     try:
         EndpointAllowlist.parse(args.s3_endpoint_allowlist.split(","))
     except ValueError as exc:
         p.error(f"--s3-endpoint-allowlist: {exc}")
+    if not _DOMAIN.fullmatch(args.cluster_domain):
+        p.error(
+            f"--cluster-domain must be a DNS name such as {DEFAULT_CLUSTER_DOMAIN}, "
+            f"not {args.cluster_domain!r}"
+        )
     if args.shard_count < 1:
         p.error(f"--shard-count must be at least 1, got {args.shard_count}")
     if args.shard_count > 1 and args.leader_elect:

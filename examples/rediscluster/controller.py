@@ -44,6 +44,7 @@ from examples.rediscluster.shared import metrics
 from examples.rediscluster.shared.children import apply_children
 from examples.rediscluster.shared.finalizer import FINALIZER, ensure_finalizer, finalize
 from examples.rediscluster.shared.redis_admin import DEFAULT_IO_TIMEOUT
+from examples.rediscluster.shared.resources import DEFAULT_CLUSTER_DOMAIN
 from examples.rediscluster.shared.security.auth import SECRET_POLL, SecretUnusable
 from examples.rediscluster.shared.security.material import Security
 from examples.rediscluster.shared.status import now
@@ -86,6 +87,8 @@ class RedisClusterReconciler:
     ``io_timeout``: connect and socket timeout of every Redis command, in seconds (the operator's
     ``--redis-timeout``); a command is cut off at ``2 * io_timeout + 0.5`` s. ``backup_image``:
     the image of the restore init container (``spec.restoreFrom``, see ``backup.restore``).
+    ``cluster_domain``: the cluster DNS domain (``--cluster-domain``) the pods' stable names end
+    in, which the exporter sidecar of a TLS cluster connects to (``shared.exporter``).
     """
 
     def __init__(
@@ -98,6 +101,7 @@ class RedisClusterReconciler:
         *,
         io_timeout: float = DEFAULT_IO_TIMEOUT,
         backup_image: str = DEFAULT_BACKUP_IMAGE,
+        cluster_domain: str = DEFAULT_CLUSTER_DOMAIN,
     ) -> None:
         self.client = client
         self.recorder = recorder
@@ -106,9 +110,11 @@ class RedisClusterReconciler:
         self.security = Security(client, api_reader, recorder)
         self.engines: dict[str, Engine[Any, Any, Any]] = {
             "replication": ReplicationModeReconciler(
-                client, api_reader, recorder, prober, io_timeout=io_timeout
+                client, api_reader, recorder, prober, io_timeout=io_timeout, cluster_domain=cluster_domain
             ),
-            "cluster": ClusterModeReconciler(client, recorder, slot_mover, io_timeout=io_timeout),
+            "cluster": ClusterModeReconciler(
+                client, recorder, slot_mover, io_timeout=io_timeout, cluster_domain=cluster_domain
+            ),
         }
 
     async def reconcile(self, request: Request) -> Result:

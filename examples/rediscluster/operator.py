@@ -37,6 +37,7 @@ from examples.rediscluster.replication.decision import FAILOVER_PRIORITY
 from examples.rediscluster.replication.nodeloss import Node
 from examples.rediscluster.replication.prober import ClusterKey, HealthProber
 from examples.rediscluster.shared.redis_admin import DEFAULT_IO_TIMEOUT
+from examples.rediscluster.shared.resources import DEFAULT_CLUSTER_DOMAIN
 from examples.rediscluster.webhook import RedisClusterValidator
 from pyctrl import ControllerBuilder, Manager, Request, WebhookBuilder, _access, load_config, setup_logging
 from pyctrl.cache import CacheOptions
@@ -88,6 +89,7 @@ class OperatorOptions:
     #: comma-separated ``scheme://host[:port]`` (or ``*.domain``) S3 endpoints backups may use; empty: any
     s3_endpoint_allowlist: str = ""
     shard_count: int = 1
+    cluster_domain: str = DEFAULT_CLUSTER_DOMAIN
 
 
 #: The sharding ring of the operator's replicas (``--shard-count`` > 1; see :mod:`pyctrl.sharding`).
@@ -204,6 +206,7 @@ def build_operator(config: Any, options: OperatorOptions) -> Operator:
         slot_mover,
         io_timeout=options.redis_timeout,
         backup_image=options.backup_image,
+        cluster_domain=options.cluster_domain,
     )
     (
         ControllerBuilder(mgr)

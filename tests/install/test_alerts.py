@@ -22,14 +22,21 @@ def test_each_alert_fires_on_its_condition_and_not_on_healthy_series(promtool: s
     assert "SUCCESS" in result.stdout + result.stderr
 
 
-def test_promtool_test_rules_fails_when_an_expected_alert_does_not_fire(
-    promtool: str, tmp_path: Path
-) -> None:
-    """The rule tests can fail: the same file, expecting the no-master alert on a healthy cluster."""
-    bad = tmp_path / "alerts_test.yaml"
+def test_promtool_test_rules_fails_when_an_alert_misbehaves(promtool: str, tmp_path: Path) -> None:
+    """The rule tests can fail (one promtool run for both): expecting the no-master alert on a
+    healthy cluster, and rules without ``unless ... rediscluster_hibernated == 1``, under which the
+    hibernated cluster's alerts fire before it wakes."""
+    clause = " unless on (namespace, name) max by (namespace, name) (rediscluster_hibernated) == 1"
+    rules = ALERTS.read_text()
+    assert rules.count(clause) == 8
+    (tmp_path / "alerts.yaml").write_text(rules.replace(clause, ""))
     text = (HERE / "alerts_test.yaml").read_text()
-    text = text.replace("../../charts/rediscluster-operator/files/alerts.yaml", str(ALERTS))
-    bad.write_text(text.replace("values: '1 1 0 0 0 0'", "values: '1 1 1 1 1 1'"))
-    result = run(promtool, "test", "rules", str(bad), check=False)
+    text = text.replace("../../charts/rediscluster-operator/files/alerts.yaml", "alerts.yaml")
+    (tmp_path / "alerts_test.yaml").write_text(text.replace("values: '1 1 0 0 0 0'", "values: '1 1 1 1 1 1'"))
+    result = run(promtool, "test", "rules", str(tmp_path / "alerts_test.yaml"), check=False)
+    out = result.stdout + result.stderr
     assert result.returncode != 0
-    assert "RedisClusterNoMaster" in result.stdout + result.stderr
+    assert "alertname: RedisClusterNoMaster, time: 4m" in out, out  # the healthy cluster's
+    assert "a hibernated cluster stays quiet, a woken one fires" in out
+    for alert in ("RedisClusterNoMaster", "RedisDown", "RedisMasterMissing", "RedisClusterBackupTooOld"):
+        assert f"alertname: {alert}, time: 9m" in out, out

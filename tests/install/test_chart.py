@@ -156,7 +156,12 @@ def test_secure_metrics_by_default_https_with_token_review_and_a_reader_role(ren
 
 
 def test_watched_namespaces_get_a_role_each_and_cluster_scoped_rules_cluster_wide(render: Render) -> None:
-    objects = render("watchNamespaces={team-a,team-b}", "logLevel=debug", "maxConcurrentReconciles=8")
+    objects = render(
+        "watchNamespaces={team-a,team-b}",
+        "logLevel=debug",
+        "maxConcurrentReconciles=8",
+        "clusterDomain=k8s.example",
+    )
     roles = [o for o in objects if o["kind"] == "Role" and o["metadata"]["name"].endswith("manager")]
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
     assert all(r["rules"] == _rules("role_namespaced.yaml") for r in roles)
@@ -183,7 +188,12 @@ def test_watched_namespaces_get_a_role_each_and_cluster_scoped_rules_cluster_wid
     ]
     assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
     args = find(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert {"--namespace=team-a,team-b", "--log-level=debug", "--max-concurrent-reconciles=8"} <= set(args)
+    assert {
+        "--namespace=team-a,team-b",
+        "--log-level=debug",
+        "--max-concurrent-reconciles=8",
+        "--cluster-domain=k8s.example",
+    } <= set(args)
 
 
 def test_monitoring_objects_carry_the_tested_alerts_and_dashboard(render: Render) -> None:

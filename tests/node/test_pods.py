@@ -120,6 +120,46 @@ async def test_containers_see_their_volumes_at_their_mount_paths(kube: Kube, nam
         assert not exists(Path(host_path))
 
 
+async def test_containers_see_the_managed_hosts_file_with_their_own_names(kube: Kube, namespace: str) -> None:
+    """As the kubelet writes it: a Pod resolves its hostname and (with a subdomain, as a
+    StatefulSet's Pods) its stable name to its own IP, and its hostAliases; no cluster DNS needed."""
+    fqdn = f"web-0.web.{namespace}.svc.cluster.local"
+    script = (
+        f"cat /etc/hosts; echo fqdn=$(getent hosts {fqdn}); echo alias=$(getent hosts db.test); echo done"
+    )
+    spec = {
+        "hostname": "web-0",
+        "subdomain": "web",
+        "hostAliases": [{"ip": "127.0.0.9", "hostnames": ["db.test", "db"]}],
+        "restartPolicy": "Never",
+        "containers": [{"name": "c", "image": "redis:7", "command": ["sh", "-c", script]}],
+    }
+    await make_pod(kube, namespace, "named", spec)
+    log = await log_with(kube, namespace, "named", "c", "done")
+    pod = await get_pod(kube, namespace, "named")
+    assert pod is not None
+    ip = pod["status"]["podIP"]
+    hosts = "\n".join(
+        [
+            "# Kubernetes-managed hosts file.",
+            "127.0.0.1\tlocalhost",
+            "::1\tlocalhost ip6-localhost ip6-loopback",
+            "fe00::0\tip6-localnet",
+            "fe00::0\tip6-mcastprefix",
+            "fe00::1\tip6-allnodes",
+            "fe00::2\tip6-allrouters",
+            f"{ip}\t{fqdn}\tweb-0",
+            "",
+            "# Entries added by HostAliases.",
+            "127.0.0.9\tdb.test\tdb",
+            f"fqdn={ip} {fqdn} web-0",
+            "alias=127.0.0.9 db.test db",
+            "done",
+        ]
+    )
+    assert log.startswith(hosts), log  # the node's own /etc/hosts is not what the Pod sees
+
+
 async def test_env_comes_from_values_config_maps_secrets_and_the_downward_api_and_expands_in_args(
     kube: Kube, namespace: str
 ) -> None:

@@ -3,7 +3,9 @@ cluster mode): real control plane, local node, real redis-server pods.
 
 One cluster goes through it all, so the few minutes it takes are spent once: TLS-only listeners
 with the cluster bus over TLS (``tls-cluster yes``; ``redis-cli --tls --cacert -c`` follows the
-slot map, plaintext is refused), each user allowed its rules and refused the rest, the operator's
+slot map, plaintext is refused), each pod's redis_exporter sidecar scraping its node over TLS as
+its ACL user (``redis_up 1``, ``cluster_state`` ok, its role), each user allowed its rules and
+refused the rest, the operator's
 own user running cluster commands but reading no key, a rotated certificate served without a
 restart, a hung shard master failed over by Redis's election over the TLS bus, a resharding
 3 -> 4 shards under acknowledged writes whose MIGRATEs run node to node over TLS as the operator's
@@ -38,6 +40,7 @@ from tests._certs import CertAuthority, secret_data
 from tests.operator.conftest import Cluster, RunningOperator, reply_or_error, true
 from tests.operator.test_backup import Backups, create_claim
 from tests.operator.test_cluster_mode import Writer, cluster_ready
+from tests.operator.test_metrics_sidecar import assert_cluster_mode_sidecars_serve
 from tests.operator.test_users import _every_cmdline
 
 pytestmark = pytest.mark.controlplane
@@ -135,8 +138,10 @@ async def test_a_tls_cluster_with_users_forms_rotates_fails_over_and_reshards_ov
 ) -> None:
     caplog.set_level(logging.INFO)
     ca = CertAuthority()
-    first, second = ca.issue(), ca.issue()
     c = cluster_factory("ctls")
+    # the name each pod's exporter sidecar dials and verifies: its pod's stable name
+    pods_names = (f"*.ctls-headless.{c.namespace}.svc.cluster.local",)
+    first, second = ca.issue(hosts=pods_names), ca.issue(hosts=pods_names)
     secrets = f"/api/v1/namespaces/{c.namespace}/secrets"
     c.envtest.http.request(
         "POST", secrets, {"metadata": {"name": "ctls-tls"}, "data": secret_data(ca, first)}
@@ -161,6 +166,8 @@ async def test_a_tls_cluster_with_users_forms_rotates_fails_over_and_reshards_ov
     acl = c.envtest.http.get(f"{secrets}/ctls-acl")["data"]
     setup = _Setup(c, ca, ca_file, base64.b64decode(acl["operator-password"]).decode())
     await _tls_only_with_the_bus_over_tls(setup)
+    # the exporter sidecars scrape over TLS (chain and name verified) as their ACL user
+    await assert_cluster_mode_sidecars_serve(c)
     await _users_allowed_their_rules_only(setup)
 
     # rotation: every node serves the new certificate, none restarted

@@ -201,6 +201,8 @@ async def test_hibernation_stops_every_pod_keeps_the_volumes_and_wakes_with_the_
     ips = {p["status"]["podIP"] for p in c.pods().values()}
     assert len(redis_processes_bound_to(ips)) == 3
     failovers = op_metric("rediscluster_failovers_total", namespace=namespace, name="sleepy")
+    # the gauge the alert rules are silenced by (charts/rediscluster-operator/files/alerts.yaml)
+    assert op_metric("rediscluster_hibernated", namespace=namespace, name="sleepy") == 0
     base = ["-n", namespace, "--kubeconfig", str(kubeconfig)]
 
     assert await cli.run([*base, "hibernate", "on", "sleepy"]) == 0
@@ -221,6 +223,7 @@ async def test_hibernation_stops_every_pod_keeps_the_volumes_and_wakes_with_the_
     conditions = {cond["type"]: (cond["status"], cond["reason"]) for cond in status["conditions"]}
     assert conditions["Hibernated"] == ("True", "Hibernated")
     assert conditions["Ready"] == ("False", "Hibernated")
+    assert op_metric("rediscluster_hibernated", namespace=namespace, name="sleepy") == 1
 
     assert await cli.run([*base, "hibernate", "off", "sleepy"]) == 0
     await eventually(lambda: c.ready(3), within=180, what="Running again with 3 ready pods", interval=0.5)
@@ -228,6 +231,7 @@ async def test_hibernation_stops_every_pod_keeps_the_volumes_and_wakes_with_the_
     assert (status["currentMaster"], status["masterEpoch"]) == (master, epoch)  # the same master
     conditions = {cond["type"]: (cond["status"], cond["reason"]) for cond in status["conditions"]}
     assert conditions["Hibernated"] == ("False", "Awake")
+    assert op_metric("rediscluster_hibernated", namespace=namespace, name="sleepy") == 0
     assert op_metric("rediscluster_failovers_total", namespace=namespace, name="sleepy") == failovers
     assert (await c.roles())[master] == "master"
     for pod in c.pods():

@@ -2,7 +2,9 @@
 (tests/operator/conftest.py): ``status`` of a healthy, then degraded (a replica's redis-server
 hung) replication-mode cluster and of a cluster-mode cluster through the real ``kubectl``
 (which finds the ``kubectl-rediscluster`` console script on PATH) as a user holding only read
-RBAC, each matched against a golden file with the volatile parts masked; ``explain`` naming the missing
+RBAC, each matched against a golden file with the volatile parts masked; on the cluster-mode
+cluster, the intents the plugin refuses and the operator reports (condition ``Intents``, a Warning
+Event) without acting on them; ``explain`` naming the missing
 Secret a cluster is stuck on; ``backup`` creating a RedisBackup; the write intents set their
 annotations; and every operator metric the chart's dashboard and alerts query is a family of the
 running operator's registry."""
@@ -167,8 +169,13 @@ async def server_info(c: Cluster, pod: str) -> dict[str, str]:
         await client.aclose()
 
 
-async def test_status_of_a_cluster_mode_cluster_shows_each_shards_slots(
-    operator: RunningOperator, cluster_factory: Callable[[str], Cluster], envtest: Environment, namespace: str
+@pytest.mark.usefixtures("operator")
+async def test_status_of_a_cluster_mode_cluster_shows_each_shards_slots_and_refuses_the_intents(
+    cluster_factory: Callable[[str], Cluster],
+    envtest: Environment,
+    namespace: str,
+    kubeconfig: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     c = cluster_factory("ks")
     # no replicas: which pod of a shard is its master is then fixed (ks-N serves shard N)
@@ -176,12 +183,77 @@ async def test_status_of_a_cluster_mode_cluster_shows_each_shards_slots(
     await eventually(
         lambda: cluster_ready(c, 3, 0, idle=True), within=120, what="3 shards Running", interval=0.5
     )
-    kubeconfig = viewer_kubeconfig(envtest)
-    out = kubectl_plugin("status", "ks", "-n", namespace, kubeconfig=kubeconfig)
+    viewer = viewer_kubeconfig(envtest)
+    out = kubectl_plugin("status", "ks", "-n", namespace, kubeconfig=viewer)
     assert out.returncode == 0, out.stderr
     nodes = {p["spec"]["nodeName"] for p in c.pods().values()}
     masked, _ = mask(out.stdout, namespace, nodes).split("Recent events\n")
     assert_golden(masked, GOLDEN_CLUSTER_MODE)
+
+    # the day-2 intents are replication mode's: the plugin refuses them here and writes nothing
+    admin = ["-n", namespace, "--kubeconfig", str(kubeconfig)]
+    for argv, what in (
+        (["hibernate", "on", "ks"], "hibernation"),
+        (["fence", "ks", "ks-1"], "fencing"),
+        (["promote", "ks", "ks-1"], "a switchover"),
+    ):
+        assert await cli.run([*admin, *argv]) == 2
+        assert capsys.readouterr().err == (
+            f"error: RedisCluster {namespace}/ks runs mode: cluster, where the operator does not act "
+            f"on {what} (replication mode only); nothing was written\n"
+        )
+    assert not set(c.get()["metadata"].get("annotations") or {}) & {
+        cli.HIBERNATION,
+        cli.FENCED_PODS,
+        cli.SWITCHOVER_TO,
+    }
+    # written by hand, the operator reports them (condition Intents, a Warning Event) and acts on none
+    before = {name: (p["metadata"]["uid"], p["metadata"]["labels"]) for name, p in c.pods().items()}
+    intents = {cli.HIBERNATION: "on", cli.FENCED_PODS: '["ks-1"]', cli.SWITCHOVER_TO: "ks-2"}
+    envtest.http.request(
+        "PATCH",
+        f"{c.base}/ks",
+        {"metadata": {"annotations": intents}},
+        content_type="application/merge-patch+json",
+    )
+    expected = (
+        f"mode: cluster does not act on {cli.HIBERNATION}, {cli.FENCED_PODS}, {cli.SWITCHOVER_TO} yet "
+        "(replication mode only): nothing was stopped, fenced or switched over; remove the annotation(s)"
+    )
+
+    def intents_condition() -> dict[str, str] | None:
+        return next((x for x in c.status().get("conditions", []) if x["type"] == "Intents"), None)
+
+    refused = await eventually(intents_condition, within=30, what="the Intents condition", interval=0.3)
+    assert (refused["status"], refused["reason"], refused["message"]) == (
+        "False",
+        "UnsupportedInClusterMode",
+        expected,
+    )
+
+    def warned() -> list[tuple[str, str, str]]:  # the recorder writes Events in the background
+        events = envtest.http.get(f"/api/v1/namespaces/{namespace}/events")["items"]
+        return [
+            (e["type"], e["message"], e["involvedObject"]["name"])
+            for e in events
+            if e["reason"] == "UnsupportedInClusterMode"
+        ]
+
+    event = await eventually(warned, within=30, what="the UnsupportedInClusterMode Event", interval=0.3)
+    assert event == [("Warning", expected, "ks")]
+    out = kubectl_plugin("status", "ks", "-n", namespace, kubeconfig=viewer)
+    assert re.search(r"Intents +False +UnsupportedInClusterMode +\S+ +mode: cluster does not act", out.stdout)
+    assert "UnsupportedInClusterMode: mode: cluster does not act" in out.stdout  # the Event
+    assert {name: (p["metadata"]["uid"], p["metadata"]["labels"]) for name, p in c.pods().items()} == before
+    assert all(s["ready"] for s in c.status()["shards"])
+    # removed, the condition goes
+    envtest.http.request(
+        "PATCH",
+        f"{c.base}/ks",
+        {"metadata": {"annotations": dict.fromkeys(intents)}},
+        content_type="application/merge-patch+json",
+    )
+    await eventually(lambda: intents_condition() is None, within=30, what="Intents gone", interval=0.3)
 
 
 async def test_explain_names_the_missing_secret(

@@ -1,8 +1,10 @@
 """TLS end to end (issue 17, test 4): real control plane, local node, real redis-server pods.
 
 One cluster goes through it all: TLS-only listeners (``redis-cli --tls --cacert`` works, plaintext
-is refused), replication over TLS, refused Secrets that change nothing, a rotated certificate
-served without a restart, and a failover over TLS.
+is refused), replication over TLS, each pod's redis_exporter sidecar scraping its Redis over TLS
+(``redis_up 1`` and the replication series; it verifies the certificate's chain and its pod's stable
+name, which the local node's managed ``/etc/hosts`` resolves as a kubelet's does), refused Secrets
+that change nothing, a rotated certificate served without a restart, and a failover over TLS.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from examples.rediscluster.shared.security.tls import client_tls_context
 from pyctrl.testing import eventually
 from tests._certs import CertAuthority, Issued, secret_data
 from tests.operator.conftest import Cluster, RunningOperator, true
+from tests.operator.test_metrics_sidecar import assert_sidecars_serve
 
 pytestmark = pytest.mark.controlplane
 
@@ -77,8 +80,10 @@ async def test_tls_only_replication_rotation_bad_secrets_and_failover(
     operator: RunningOperator, cluster_factory: Callable[[str], Cluster], tmp_path: Path
 ) -> None:
     ca = CertAuthority()
-    first, second = ca.issue(), ca.issue()
     c = cluster_factory("tls")
+    # the name the exporter sidecar connects to (and verifies): its pod's stable name
+    pods_names = (f"*.tls-headless.{c.namespace}.svc.cluster.local",)
+    first, second = ca.issue(hosts=pods_names), ca.issue(hosts=pods_names)
     secrets = f"/api/v1/namespaces/{c.namespace}/secrets"
     c.envtest.http.request(
         "POST", secrets, {"metadata": {"name": "redis-tls"}, "data": secret_data(ca, first)}
@@ -87,6 +92,8 @@ async def test_tls_only_replication_rotation_bad_secrets_and_failover(
     master = c.status()["currentMaster"]
     replica = next(p for p in c.pods() if p != master)
     await _tls_only_and_replicating(c, master, replica, ca, tmp_path)
+    # the exporter sidecars scrape their Redis over TLS, the chain and the pod's name verified
+    await assert_sidecars_serve(c)
     before = _restarts(c)
     await _refused_secrets_change_nothing(c, master, ca, first, second)
 

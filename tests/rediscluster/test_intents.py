@@ -61,3 +61,10 @@ def test_cluster_mode_names_the_intents_it_does_not_act_on() -> None:
     message = unsupported_in_cluster_mode(annotated(**{HIBERNATION: "on", SWITCHOVER_TO: "rc-1"}))
     assert message is not None
     assert message.startswith(f"mode: cluster does not act on {HIBERNATION}, {SWITCHOVER_TO} yet")
+
+
+def test_cluster_mode_does_not_name_values_that_ask_for_nothing() -> None:
+    assert unsupported_in_cluster_mode(annotated(**{HIBERNATION: "off", FENCED_PODS: "[]"})) is None
+    message = unsupported_in_cluster_mode(annotated(**{HIBERNATION: "off", FENCED_PODS: '["rc-1"]'}))
+    assert message is not None
+    assert message.startswith(f"mode: cluster does not act on {FENCED_PODS} yet")

@@ -10,9 +10,11 @@ import contextlib
 import json
 import socket
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
+from examples.rediscluster import dashboard_preview
 from examples.rediscluster.api import RedisCluster
 from examples.rediscluster.shared.exporter import exporter_container
 from tests.install._promql import dashboard_exprs, metric_names, named_by_dashboard_and_alerts
@@ -110,3 +112,14 @@ def test_every_redis_series_queried_is_served_by_the_real_exporter(
     assert len(queried) >= 10, queried
     missing = queried - served(redis_servers, tmp_path)
     assert not missing, f"queried but not served by redis_exporter: {sorted(missing)}"
+
+
+def test_the_docs_layout_preview_is_drawn_from_the_dashboard_and_fresh() -> None:
+    """docs/guide/dashboard-preview.svg: every panel's box with its title, and as generated now."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    svg = ElementTree.fromstring(dashboard_preview.render(dashboard))
+    texts = [t.text for t in svg.iter("{http://www.w3.org/2000/svg}text")]
+    boxes = list(svg.iter("{http://www.w3.org/2000/svg}rect"))
+    assert len(boxes) == 1 + len(dashboard["panels"])  # the background, then one per panel
+    assert all(p["title"] in texts for p in dashboard["panels"])
+    assert dashboard_preview.main(["--check"]) == 0, "run python -m examples.rediscluster.dashboard_preview"

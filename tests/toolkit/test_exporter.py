@@ -73,7 +73,11 @@ def test_with_users_it_logs_in_as_its_own_user_with_a_generated_password() -> No
 
 def test_with_tls_it_verifies_the_pods_name_and_presents_the_certificate() -> None:
     c = exporter.exporter_container(cluster(tls={"secretName": "rc-tls"}), image=IMAGE)
-    assert env_of(c)["REDIS_ADDR"] == "rediss://$(POD_NAME).rc-headless.ns.svc:6379"
+    assert env_of(c)["REDIS_ADDR"] == "rediss://$(POD_NAME).rc-headless.ns.svc.cluster.local:6379"
+    other = exporter.exporter_container(
+        cluster(tls={"secretName": "rc-tls"}), image=IMAGE, cluster_domain="k8s.example"
+    )
+    assert env_of(other)["REDIS_ADDR"] == "rediss://$(POD_NAME).rc-headless.ns.svc.k8s.example:6379"
     assert {
         f"--tls-ca-cert-file={tls.CA_FILE}",
         f"--tls-client-cert-file={tls.CERT_FILE}",
@@ -198,7 +202,8 @@ def test_tls_with_the_name_and_chain_verified(
     port, files = tls_server(redis_servers, tmp_path, ca, hosts=("localhost",))
     spec = exporter.exporter_container(cluster(tls={"secretName": "rc-tls"}), image=IMAGE)
     # The pod's DNS name does not resolve here: the test's server is "localhost", which its
-    # certificate names as the pod's must name <pod>.<name>-headless.<namespace>.svc.
+    # certificate names as the pod's must name <pod>.<name>-headless.<namespace>.svc.cluster.local
+    # (tests/operator/test_exporter_in_cluster.py: the real name, in a cluster).
     mapping = {tls.TLS_DIR: str(files)}
     with run_sidecar(spec, log_dir=tmp_path, address=f"rediss://localhost:{port}", paths=mapping) as side:
         assert side.value("redis_up") == 1

@@ -12,7 +12,9 @@ writes them), parsed into typed values; pure, no I/O.
   and keeps the volumes (phase ``Hibernated``), refused without persistence; replication mode only.
 
 In ``mode: cluster`` the operator does not act on them: the condition ``Intents`` (False,
-``UnsupportedInClusterMode``) names those set (:func:`unsupported_in_cluster_mode`).
+``UnsupportedInClusterMode``) names those set (:func:`unsupported_in_cluster_mode`), with a
+Warning Event of that reason when the message changes; ``kubectl rediscluster`` refuses to write
+them on a cluster-mode RedisCluster.
 
 A malformed value raises :class:`InvalidIntent`, whose message names the annotation and the value
 (the reconciler reports it as ``InvalidSpec``).
@@ -20,6 +22,7 @@ A malformed value raises :class:`InvalidIntent`, whose message names the annotat
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Final
 
@@ -83,9 +86,23 @@ def hibernation(cluster: RedisCluster) -> bool:
     raise InvalidIntent(f"annotation {HIBERNATION} must be 'on' or 'off', not {text!r}")
 
 
+def _asked(cluster: RedisCluster, key: str) -> bool:
+    """The annotation asks for something (``hibernation: off`` and ``fenced-pods: []`` do not)."""
+    text = _annotation(cluster, key)
+    if text is None:
+        return False
+    if key == HIBERNATION:
+        return text.strip().lower() != "off"
+    if key == FENCED_PODS:
+        with contextlib.suppress(json.JSONDecodeError):
+            return bool(json.loads(text) != [])
+    return True
+
+
 def unsupported_in_cluster_mode(cluster: RedisCluster) -> str | None:
-    """The message of a cluster-mode RedisCluster carrying intents it does not act on (None: none)."""
-    present = [key for key in (HIBERNATION, FENCED_PODS, SWITCHOVER_TO) if _annotation(cluster, key)]
+    """The message of a cluster-mode RedisCluster carrying intents it does not act on (None: none;
+    ``hibernation: off`` and an empty fenced list ask for nothing, so they are not named)."""
+    present = [key for key in (HIBERNATION, FENCED_PODS, SWITCHOVER_TO) if _asked(cluster, key)]
     if not present:
         return None
     return (

@@ -22,8 +22,11 @@ a converged cluster costs reads only, no write):
    planned ``CLUSTER FAILOVER``, one shard at a time);
 5. :meth:`~ClusterModeReconciler.status`: ``status.reconcile_status`` (pure) written only when it
    changed; Events when a shard's master changed (``FailoverCompleted``) and when a resharding
-   starts or ends; requeue after 10 s when converged (Redis Cluster fails shards over by itself:
-   the periodic look keeps labels and status following the real roles), 1 s while work is under way.
+   starts or ends; day-2 intent annotations (``api.intents``: hibernation, fencing, switchover)
+   are acted on by replication mode only: here they give the condition ``Intents`` (False,
+   ``UnsupportedInClusterMode``) and a Warning Event of that reason when its message changes;
+   requeue after 10 s when converged (Redis Cluster fails shards over by itself: the periodic look
+   keeps labels and status following the real roles), 1 s while work is under way.
 """
 
 from __future__ import annotations
@@ -48,7 +51,12 @@ from examples.rediscluster.cluster.status import Done, Resharding, reconcile_sta
 from examples.rediscluster.shared import redis_admin
 from examples.rediscluster.shared.pods import ordinal, pod_facts
 from examples.rediscluster.shared.redis_admin import RedisAccess, RedisConnection
-from examples.rediscluster.shared.resources import REDIS_PORT, ROLE_LABEL, selector_labels
+from examples.rediscluster.shared.resources import (
+    DEFAULT_CLUSTER_DOMAIN,
+    REDIS_PORT,
+    ROLE_LABEL,
+    selector_labels,
+)
 from examples.rediscluster.shared.status import now as utc_now
 from examples.rediscluster.shared.status import publish_status
 from pyctrl import Result
@@ -61,6 +69,8 @@ from pyctrl.workqueue import LOW_PRIORITY
 __all__ = ["ClusterModeReconciler", "Done", "Members"]
 
 STEADY_REQUEUE = 10.0
+#: the reason of the Intents condition and Event: day-2 intents are replication mode's
+_UNSUPPORTED = "UnsupportedInClusterMode"
 ACTING_REQUEUE = 1.0
 log = get_logger("rediscluster.cluster")
 
@@ -96,8 +106,10 @@ class ClusterModeReconciler:
         mover: SlotMover,
         *,
         io_timeout: float = redis_admin.DEFAULT_IO_TIMEOUT,
+        cluster_domain: str = DEFAULT_CLUSTER_DOMAIN,
     ) -> None:
         self.client = client
+        self.cluster_domain = cluster_domain
         self.recorder = recorder
         self.mover = mover
         self.io_timeout = io_timeout
@@ -122,7 +134,7 @@ class ClusterModeReconciler:
         return plan(look.members, cluster.spec.shards, replicas, recorded=_homes(cluster, restore.slot_homes))
 
     async def children(self, cluster: RedisCluster, look: Members, plan: Plan) -> list[dict[str, Any]]:
-        return cluster_children(cluster, plan.statefulset_replicas)
+        return cluster_children(cluster, plan.statefulset_replicas, cluster_domain=self.cluster_domain)
 
     async def execute(
         self, cluster: RedisCluster, look: Members, plan: Plan, *, invalid: str | None, restore: RestoreState
@@ -139,6 +151,7 @@ class ClusterModeReconciler:
 
     async def status(self, look: Members, plan: Plan, done: Done) -> Result:
         cluster, new = done.cluster, reconcile_status(look.members, done, utc_now())  # pure
+        self._announce_intents(cluster, cluster.status or RedisClusterStatus(), new)
         self._announce_failovers(cluster, cluster.status or RedisClusterStatus(), new)
         cluster_metrics.observe_status(cluster.namespace, cluster.name, new)
         pods = cluster.spec.shards * (1 + cluster.spec.replicas_per_shard)
@@ -296,6 +309,16 @@ class ClusterModeReconciler:
         moves = ", ".join(f"{len(mv.slots)} {mv.source} -> {mv.target}" for mv in the_plan.moves)
         self.recorder.event(cluster, "Normal", "ReshardingStarted", f"{job.label}: moving slots {moves}")
         return Resharding(job.label, sum(len(t.slots) for t in transfers))
+
+    def _announce_intents(
+        self, cluster: RedisCluster, old: RedisClusterStatus, new: RedisClusterStatus
+    ) -> None:
+        """A Warning Event ``UnsupportedInClusterMode`` when the ``Intents`` condition's message is new
+        (the day-2 intents are replication mode's; nothing is acted on here)."""
+        said = {c.message for c in old.conditions if c.type == "Intents"}
+        for c in new.conditions:
+            if c.type == "Intents" and c.reason == _UNSUPPORTED and c.message and c.message not in said:
+                self.recorder.event(cluster, "Warning", _UNSUPPORTED, c.message)
 
     def _announce_failovers(
         self, cluster: RedisCluster, old: RedisClusterStatus, new: RedisClusterStatus

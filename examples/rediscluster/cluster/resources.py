@@ -42,6 +42,7 @@ from typing import Any
 from examples.rediscluster.api import RedisCluster, RedisClusterSpec
 from examples.rediscluster.cluster.slots import pods_for
 from examples.rediscluster.shared.resources import (
+    DEFAULT_CLUSTER_DOMAIN,
     REDIS_PORT,
     auth_start,
     desired_children,
@@ -100,14 +101,17 @@ def _start_script(spec: RedisClusterSpec) -> str:
     return auth_start(spec, start)  # passwords as data on stdin (resources.password_lines)
 
 
-def cluster_children(cluster: RedisCluster, replicas: int | None = None) -> list[dict[str, Any]]:
-    """Every child in creation order; ``replicas``: StatefulSet pods (default: all shards')."""
+def cluster_children(
+    cluster: RedisCluster, replicas: int | None = None, *, cluster_domain: str = DEFAULT_CLUSTER_DOMAIN
+) -> list[dict[str, Any]]:
+    """Every child in creation order; ``replicas``: StatefulSet pods (default: all shards');
+    ``cluster_domain``: as in ``shared.resources.desired_children``."""
     spec = cluster.spec
     conf = cluster_redis_conf(spec)
     pods = replicas if replicas is not None else pods_for(spec.shards, spec.replicas_per_shard)
     wanted = {f"{cluster.name}-config", headless_service_name(cluster), cluster.name}
     out = []
-    for child in desired_children(cluster, pods):
+    for child in desired_children(cluster, pods, cluster_domain=cluster_domain):
         kind, name = child["kind"], child["metadata"]["name"]
         if kind == "Service" and name != headless_service_name(cluster):
             continue

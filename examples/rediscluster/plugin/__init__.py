@@ -15,9 +15,10 @@ Write commands go through the API only, never to Redis behind the operator's bac
 - ``backup NAME [--name BACKUP]`` — creates a RedisBackup (``create`` on redisbackups);
 - ``hibernate on|off NAME``, ``fence``/``unfence NAME POD``, ``promote NAME POD`` — set the
   annotations ``redis.pyctrl.dev/hibernation``, ``redis.pyctrl.dev/fenced-pods`` (a JSON list) and
-  ``redis.pyctrl.dev/switchover-to`` (``patch`` on redisclusters). They take effect once the
-  operator implements them (issue 28); this operator version records them and does nothing yet,
-  which the commands say when they run.
+  ``redis.pyctrl.dev/switchover-to`` (``patch`` on redisclusters), which the operator carries out
+  in replication mode; on a ``mode: cluster`` RedisCluster, ``hibernate on``, ``fence`` and
+  ``promote`` are refused (exit status 2, nothing written), as the operator would not act on them
+  (it reports such annotations in the condition ``Intents``).
 
 ``view`` renders (pure functions of what was read), ``cli`` reads, writes and parses arguments.
 """

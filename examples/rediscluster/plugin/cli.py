@@ -4,8 +4,9 @@ the apiserver (pyctrl's :class:`~pyctrl.client.ApiClient`, the kubeconfig loaded
 ``-n``, else the context's, else ``default``).
 
 Exit status: 0 done (``explain``: Ready), 1 ``explain`` of a cluster that is not Ready, 2 an error
-(bad arguments, a missing object, the apiserver refusing), its message on stderr naming what
-failed. Colour only when stdout is a terminal (``--color auto``) and ``NO_COLOR`` is unset.
+(bad arguments, a missing object, the apiserver refusing, an intent asked of a ``mode: cluster``
+RedisCluster, which the operator acts on in replication mode only), its message on stderr naming
+what failed. Colour only when stdout is a terminal (``--color auto``) and ``NO_COLOR`` is unset.
 """
 
 from __future__ import annotations
@@ -44,10 +45,7 @@ __all__ = ["FENCED_PODS", "HIBERNATION", "SWITCHOVER_TO", "main", "run"]
 
 CLUSTER_LABEL = "redis.pyctrl.dev/cluster"  # the RedisBackup's cluster (as scheduled backups carry)
 KIND_LABEL = "redis.pyctrl.dev/backup-kind"
-_NOTE = (
-    "note: the operator carries out {what} (replication mode; cluster mode reports it unsupported); "
-    "`kubectl rediscluster status` shows its progress."
-)
+_NOTE = "note: the operator carries out {what}; `kubectl rediscluster status` shows its progress."
 
 
 class UsageError(Exception):
@@ -192,6 +190,13 @@ def _backup_object(cluster: RedisCluster, name: str | None, pvc: str | None) -> 
 def _intent(command: str, snapshot: Snapshot, arg: str | None) -> tuple[dict[str, str | None], str, str]:
     """The annotations a write command sets on what was read, what it says, and what it asks for."""
     cluster = snapshot.cluster
+    asks = command in ("fence", "promote") or (command == "hibernate" and arg == "on")
+    if asks and cluster.spec.mode == "cluster":
+        what = {"fence": "fencing", "promote": "a switchover", "hibernate": "hibernation"}[command]
+        raise UsageError(
+            f"RedisCluster {cluster.namespace}/{cluster.name} runs mode: cluster, where the operator "
+            f"does not act on {what} (replication mode only); nothing was written"
+        )
     match command:
         case "hibernate":
             return {HIBERNATION: arg}, f"annotated {HIBERNATION}={arg}", "hibernation"

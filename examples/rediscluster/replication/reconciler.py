@@ -63,7 +63,7 @@ from examples.rediscluster.replication.topology_types import Plan
 from examples.rediscluster.replication.volumes import VolumeExpander, pin_claim_templates
 from examples.rediscluster.shared import metrics
 from examples.rediscluster.shared.redis_admin import RedisAccess
-from examples.rediscluster.shared.resources import InvalidSpec, desired_children
+from examples.rediscluster.shared.resources import DEFAULT_CLUSTER_DOMAIN, InvalidSpec, desired_children
 from examples.rediscluster.shared.status import now as utc_now
 from examples.rediscluster.shared.status import publish_status
 from pyctrl import Result
@@ -77,9 +77,17 @@ class ReplicationModeReconciler:
     """See the module docstring."""
 
     def __init__(
-        self, client: Client, reader: Reader, recorder: EventRecorder, prober: HealthProber, io_timeout: float
+        self,
+        client: Client,
+        reader: Reader,
+        recorder: EventRecorder,
+        prober: HealthProber,
+        io_timeout: float,
+        *,
+        cluster_domain: str = DEFAULT_CLUSTER_DOMAIN,
     ) -> None:
         self.client = client
+        self.cluster_domain = cluster_domain
         self.recorder = recorder
         self.prober = prober
         self.io_timeout = io_timeout
@@ -109,7 +117,7 @@ class ReplicationModeReconciler:
     async def children(self, cluster: RedisCluster, look: Look, plan: Decision) -> list[dict[str, Any]]:
         if (malformed := intent_error(cluster)) is not None:
             raise InvalidSpec(malformed)
-        children = desired_children(cluster, plan.replicas)
+        children = desired_children(cluster, plan.replicas, cluster_domain=self.cluster_domain)
         if (refused := await self.live_config.apply(cluster, look.observed)) is not None:
             raise InvalidSpec(refused, reported=True)  # Event ConfigRejected: no redis.conf with it
         await pin_claim_templates(self.client, children)

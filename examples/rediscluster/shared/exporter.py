@@ -15,18 +15,24 @@ real exporter against real redis-servers):
   ``maxmemory`` comes from ``INFO``'s ``redis_memory_max_bytes``) and no ``SLOWLOG GET`` (its
   entries carry command arguments, i.e. data); its password is the key :data:`PASSWORD_KEY` of
   the operator's ``<name>-acl`` Secret. Without users it uses ``spec.auth``'s password, or none;
-- with ``spec.tls``, it connects with ``rediss://`` to its pod's stable DNS name
-  (``<pod>.<headless service>.<namespace>.svc``, which Redis' certificate must name, e.g. with
-  ``*.<name>-headless.<namespace>.svc``), verifying the chain to ``ca.crt`` *and* the name — it
-  presents ``tls.crt`` as its client certificate (``tls-auth-clients optional`` checks it);
+- with ``spec.tls``, it connects with ``rediss://`` to its pod's stable name
+  ``<pod>.<name>-headless.<namespace>.svc.<cluster domain>`` (the operator's ``--cluster-domain``,
+  default ``cluster.local``), verifying the chain to ``ca.crt`` *and* that name, so Redis'
+  certificate must name it (e.g. ``*.<name>-headless.<namespace>.svc.cluster.local``). The name
+  resolves without cluster DNS, whether the pod is Ready or not: the kubelet's managed
+  ``/etc/hosts`` maps it to the pod's own IP (a StatefulSet's pods have a hostname and the
+  headless Service as subdomain), on a real node as on the local node. redis_exporter v1.74.0
+  has no flag for the TLS server name (redigo takes it from the address), hence a name and not
+  the pod's IP. It presents ``tls.crt`` as its client certificate (``tls-auth-clients optional``
+  checks it);
 - restricted Pod Security: non-root, no privilege escalation, every capability dropped, a
   read-only root filesystem, the RuntimeDefault seccomp profile; it listens on the pod's IP only
   (pods of the local node share the loopback network);
 - it scrapes its own pod's Redis only (``redis://$(POD_IP):6379``), serving ``/metrics`` on
   :data:`METRICS_PORT` (port name :data:`PORT_NAME`, which the ServiceMonitor selects).
 
-The wiring (once the operator's layout is settled) calls ``exporter_container(cluster, image=...)``
-for each pod template when ``spec.monitoring.exporter`` is on, adds ``user EXPORTER_USER on
+``shared.resources.statefulset`` adds the sidecar to both modes' pod template when
+``spec.monitoring.exporter`` is on; ``shared.security.users`` adds ``user EXPORTER_USER on
 #<sha256> EXPORTER_RULES`` to the ACL file and a generated ``exporter-password`` to the ACL Secret.
 """
 
@@ -35,7 +41,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from examples.rediscluster.api import RedisCluster
-from examples.rediscluster.shared.resources import REDIS_PORT, headless_service_name
+from examples.rediscluster.shared.resources import DEFAULT_CLUSTER_DOMAIN, REDIS_PORT, headless_service_name
 from examples.rediscluster.shared.security import tls, users
 from examples.rediscluster.shared.security.auth import password_ref
 
@@ -67,7 +73,7 @@ EXPORTER_RULES: Final = (
 _ARGS: Final = ("--config-command=-", "--redis-only-metrics", "--include-system-metrics=false")
 
 
-def exporter_env(cluster: RedisCluster) -> list[dict[str, Any]]:
+def exporter_env(cluster: RedisCluster, cluster_domain: str = DEFAULT_CLUSTER_DOMAIN) -> list[dict[str, Any]]:
     """The exporter's environment: the pod's IP and name, the address, the user and the password
     (a ``secretKeyRef``, never a value)."""
     env: list[dict[str, Any]] = [
@@ -75,7 +81,7 @@ def exporter_env(cluster: RedisCluster) -> list[dict[str, Any]]:
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
     ]
     if cluster.spec.tls is not None:
-        host = f"$(POD_NAME).{headless_service_name(cluster)}.{cluster.namespace}.svc"
+        host = f"$(POD_NAME).{headless_service_name(cluster)}.{cluster.namespace}.svc.{cluster_domain}"
         env.append({"name": "REDIS_ADDR", "value": f"rediss://{host}:{REDIS_PORT}"})
     else:
         env.append({"name": "REDIS_ADDR", "value": f"redis://$(POD_IP):{REDIS_PORT}"})
@@ -89,8 +95,11 @@ def exporter_env(cluster: RedisCluster) -> list[dict[str, Any]]:
     return env
 
 
-def exporter_container(cluster: RedisCluster, *, image: str) -> dict[str, Any]:
-    """The sidecar container (a core/v1 Container as a dict) scraping this pod's Redis."""
+def exporter_container(
+    cluster: RedisCluster, *, image: str, cluster_domain: str = DEFAULT_CLUSTER_DOMAIN
+) -> dict[str, Any]:
+    """The sidecar container (a core/v1 Container as a dict) scraping this pod's Redis
+    (``cluster_domain``: the DNS domain its pod's stable name ends in, see above)."""
     if not image:
         raise ValueError("exporter_container: image must be a non-empty image reference")
     args = [*_ARGS, f"--web.listen-address=$(POD_IP):{METRICS_PORT}"]
@@ -106,7 +115,7 @@ def exporter_container(cluster: RedisCluster, *, image: str) -> dict[str, Any]:
         "name": CONTAINER_NAME,
         "image": image,
         "args": args,
-        "env": exporter_env(cluster),
+        "env": exporter_env(cluster, cluster_domain),
         "ports": [{"name": PORT_NAME, "containerPort": METRICS_PORT, "protocol": "TCP"}],
         "resources": {
             "requests": {"cpu": "10m", "memory": "16Mi"},

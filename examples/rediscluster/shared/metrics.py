@@ -15,7 +15,11 @@ Per RedisCluster (labels ``namespace``, ``name``), as an SRE alerts on them:
   labelled), a histogram per phase;
 - ``rediscluster_masters`` — pods whose Redis reports ``role:master`` (1 when healthy; 0 is "no
   master", 2 or more "two masters");
-- ``rediscluster_replication_links_down`` — replicas whose link to their master is down.
+- ``rediscluster_replication_links_down`` — replicas whose link to their master is down;
+- ``rediscluster_hibernated`` — 1 while the cluster hibernates on purpose: from the moment its
+  pods are being stopped (``redis.pyctrl.dev/hibernation: on``) until, woken, its master serves
+  again (the condition ``Hibernated`` True), else 0; the alert rules about masters, replication,
+  readiness and backups are silenced by it (``unless on (namespace, name) ... == 1``).
 
 Values are set from the status each reconcile computes (so only the leader reports them), and a
 deleted RedisCluster's series are removed.
@@ -69,6 +73,10 @@ masters = gauge("rediscluster_masters", "Pods whose Redis reports role:master.")
 links_down = gauge(
     "rediscluster_replication_links_down", "Replicas whose replication link to their master is down."
 )
+hibernated = gauge(
+    "rediscluster_hibernated",
+    "1 while the RedisCluster hibernates, is stopping for hibernation or waking from it, else 0.",
+)
 #: The phases of ``rediscluster_failover_phase_seconds``, in the order they happen.
 FAILOVER_PHASES = ("detection", "decision", "epoch_write", "promotion", "repointing")
 failover_phase = Histogram(
@@ -94,6 +102,8 @@ def observe_status(namespace: str, name: str, desired: int, status: RedisCluster
     ready_replicas.labels(namespace, name).set(status.ready_replicas)
     desired_replicas.labels(namespace, name).set(desired)
     master_epoch.labels(namespace, name).set(status.master_epoch)
+    resting = any(c.type == "Hibernated" and c.status == "True" for c in status.conditions)
+    hibernated.labels(namespace, name).set(1 if resting else 0)
 
 
 class _Answered(Protocol):
@@ -115,7 +125,8 @@ def forget(namespace: str, name: str) -> None:
     """Drop a deleted RedisCluster's series."""
     for p in RedisClusterPhase:
         remove(phase, namespace, name, p.value)
-    for metric in (failovers, ready_replicas, desired_replicas, master_epoch, masters, links_down):
+    per_cluster = (failovers, ready_replicas, desired_replicas, master_epoch, masters, links_down, hibernated)
+    for metric in per_cluster:
         remove(metric, namespace, name)
     for failover_step in FAILOVER_PHASES:
         remove(failover_phase, namespace, name, failover_step)

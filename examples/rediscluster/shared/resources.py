@@ -142,6 +142,11 @@ def selector(cluster: RedisCluster) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(selector_labels(cluster).items()))
 
 
+#: the cluster DNS domain Pods' stable names end in (the kubelet's ``clusterDomain``; the
+#: operator's ``--cluster-domain``)
+DEFAULT_CLUSTER_DOMAIN = "cluster.local"
+
+
 def headless_service_name(cluster: RedisCluster) -> str:
     return f"{cluster.name}-headless"
 
@@ -337,7 +342,9 @@ def _resources(spec: RedisClusterSpec) -> dict[str, Any] | None:
     return res or None
 
 
-def statefulset(cluster: RedisCluster, replicas: int) -> dict[str, Any]:
+def statefulset(
+    cluster: RedisCluster, replicas: int, *, cluster_domain: str = DEFAULT_CLUSTER_DOMAIN
+) -> dict[str, Any]:
     spec = cluster.spec
     env: list[dict[str, Any]] = [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
     if (ref := auth.password_ref(cluster)) is not None:
@@ -392,7 +399,8 @@ def statefulset(cluster: RedisCluster, replicas: int) -> dict[str, Any]:
     if spec.monitoring.exporter:  # the metrics sidecar (shared.exporter; a cycle, hence here)
         from examples.rediscluster.shared.exporter import exporter_container  # (an import cycle)
 
-        containers.append(exporter_container(cluster, image=spec.monitoring.exporter_image))
+        image = spec.monitoring.exporter_image
+        containers.append(exporter_container(cluster, image=image, cluster_domain=cluster_domain))
     sts_spec: dict[str, Any] = {
         "replicas": replicas,
         "serviceName": headless_service_name(cluster),
@@ -449,8 +457,11 @@ def pod_disruption_budget(cluster: RedisCluster) -> dict[str, Any]:
     }
 
 
-def desired_children(cluster: RedisCluster, replicas: int) -> list[dict[str, Any]]:
-    """Every child in creation order (config before the pods that mount it)."""
+def desired_children(
+    cluster: RedisCluster, replicas: int, *, cluster_domain: str = DEFAULT_CLUSTER_DOMAIN
+) -> list[dict[str, Any]]:
+    """Every child in creation order (config before the pods that mount it); ``cluster_domain``
+    names the pods' stable names (the exporter sidecar's address with ``spec.tls``)."""
     return [
         config_map(cluster),
         _service(
@@ -458,6 +469,6 @@ def desired_children(cluster: RedisCluster, replicas: int) -> list[dict[str, Any
         ),
         master_service(cluster),
         _service(cluster, f"{cluster.name}-replicas", {ROLE_LABEL: "replica"}),
-        statefulset(cluster, replicas),
+        statefulset(cluster, replicas, cluster_domain=cluster_domain),
         pod_disruption_budget(cluster),
     ]

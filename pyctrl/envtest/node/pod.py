@@ -17,6 +17,11 @@ Guarantees:
 - configMap, secret, downwardAPI and projected volumes are mounted read-only, whatever the
   volumeMount says (like the kubelet), and brought up to date every ``VOLUME_REFRESH_SECONDS``
   while the Pod runs (an atomic swap of all the volume's files, see ``volumes``);
+- every container of a Pod not on the host network sees the kubelet's managed ``/etc/hosts``
+  (unless it mounts that path itself): localhost, the Pod's IP with its hostname — and, with
+  ``spec.subdomain``, its ``<hostname>.<subdomain>.<namespace>.svc.cluster.local`` name, as a
+  StatefulSet's Pods have — and ``spec.hostAliases``; the node has no cluster DNS, so this is how a
+  Pod resolves its own stable name (written once per Pod, like the kubelet's);
 - each container logs to ``<state dir>/pods/<namespace>_<name>_<uid>/<container>.log`` (appended
   across restarts, kept after the Pod is gone); the Pod carries that directory in the annotation
   ``pyctrl.dev/log-dir``.
@@ -56,7 +61,11 @@ from pyctrl.envtest.node.volumes import (
     remove_pod_volumes,
 )
 
-__all__ = ["LOG_DIR_ANNOTATION", "NodeContext", "PodWorker"]
+__all__ = ["CLUSTER_DOMAIN", "LOG_DIR_ANNOTATION", "NodeContext", "PodWorker"]
+
+#: the kubelet's ``clusterDomain`` (the real-node environment's too): Pods' names end in it
+CLUSTER_DOMAIN = "cluster.local"
+ETC_HOSTS = "/etc/hosts"
 
 log = logging.getLogger(__name__)
 
@@ -232,6 +241,8 @@ class PodWorker:
         mounts.append(
             Mount(str(termination_log), spec.get("terminationMessagePath") or "/dev/termination-log")
         )
+        if not self.pod["spec"].get("hostNetwork") and all(m.target != ETC_HOSTS for m in mounts):
+            mounts.append(Mount(str(self._managed_hosts(hostname)), ETC_HOSTS))
         return Launch(
             executable=executable,
             argv=argv,
@@ -247,6 +258,33 @@ class PodWorker:
             no_new_privs=security.get("allowPrivilegeEscalation") is False,
             user=user,
         )
+
+    def _managed_hosts(self, hostname: str) -> Path:
+        """The Pod's ``/etc/hosts`` (kubelet ``managedHostsFileContent``), written once."""
+        path = self.pod_dir / "etc-hosts"
+        if path.exists():
+            return path
+        spec = self.pod["spec"]
+        lines = [
+            "# Kubernetes-managed hosts file.",
+            "127.0.0.1\tlocalhost",
+            "::1\tlocalhost ip6-localhost ip6-loopback",
+            "fe00::0\tip6-localnet",
+            "fe00::0\tip6-mcastprefix",
+            "fe00::1\tip6-allnodes",
+            "fe00::2\tip6-allrouters",
+        ]
+        if spec.get("subdomain"):
+            fqdn = f"{hostname}.{spec['subdomain']}.{self.namespace}.svc.{CLUSTER_DOMAIN}"
+            lines.append(f"{self.pod_ip}\t{fqdn}\t{hostname}")
+        else:
+            lines.append(f"{self.pod_ip}\t{hostname}")
+        if aliases := spec.get("hostAliases"):
+            lines += ["", "# Entries added by HostAliases."]
+            lines += [f"{a['ip']}\t" + "\t".join(a.get("hostnames") or []) for a in aliases]
+        path.write_text("\n".join(lines) + "\n")
+        path.chmod(0o644)
+        return path
 
     async def _lookup(self, kind: str, namespace: str, name: str) -> dict[str, bytes] | None:
         plural = "configmaps" if kind == "ConfigMap" else "secrets"

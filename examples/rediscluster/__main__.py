@@ -12,7 +12,9 @@ validating webhook (off by default: it needs a serving certificate), and ``--red
 connect and socket timeout of every Redis command and health probe, default 1 s), and
 ``--shard-count N`` (N > 1: this replica is one of N sharing the RedisClusters, see
 :mod:`pyctrl.sharding`; the ``--leader-elect-*`` timings and namespace apply to its member Lease;
-not with ``--leader-elect``). Exit codes: 0
+not with ``--leader-elect``), and the NetworkPolicies' peers: ``--network-policy-operator-namespace``
+(the operator's own, empty for any), ``--network-policy-operator-labels`` and
+``--network-policy-monitoring-namespaces`` (``k=v,...``). Exit codes: 0
 after a clean stop, 1 on a runtime failure or lost leadership, 2 on bad configuration (unreadable
 kubeconfig, unreachable apiserver, missing CRD).
 """
@@ -25,6 +27,7 @@ import sys
 
 from examples.rediscluster.backup import DEFAULT_IMAGE
 from examples.rediscluster.operator import OperatorOptions, run
+from examples.rediscluster.shared.networkpolicy import parse_label_selector
 from examples.rediscluster.shared.redis_admin import DEFAULT_IO_TIMEOUT
 from pyctrl.leaderelection import LeaderElectionConfig
 
@@ -105,7 +108,29 @@ def parse_args(argv: list[str] | None = None) -> OperatorOptions:
         default=1,
         help="replicas sharing the RedisClusters, each reconciling its part (default 1: no sharding)",
     )
+    p.add_argument(
+        "--network-policy-operator-namespace",
+        default="",
+        help="the operator's namespace, from which its pods may reach Redis (default: any namespace)",
+    )
+    p.add_argument(
+        "--network-policy-operator-labels",
+        default="app.kubernetes.io/name=rediscluster-operator",
+        help="labels (k=v,...) of the operator's pods, which may reach Redis",
+    )
+    p.add_argument(
+        "--network-policy-monitoring-namespaces",
+        default="kubernetes.io/metadata.name=monitoring",
+        help="labels (k=v,...) of the namespaces whose pods may scrape the exporter ('' for all)",
+    )
     args = p.parse_args(argv)
+    for flag in ("operator_labels", "monitoring_namespaces"):
+        try:
+            parse_label_selector(
+                getattr(args, f"network_policy_{flag}"), f"--network-policy-{flag.replace('_', '-')}"
+            )
+        except ValueError as exc:
+            p.error(str(exc))
     if args.shard_count < 1:
         p.error(f"--shard-count must be at least 1, got {args.shard_count}")
     if args.shard_count > 1 and args.leader_elect:

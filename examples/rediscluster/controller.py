@@ -13,7 +13,9 @@ Level-triggered: the same observed state gives the same writes, and a converged 
    state; the operator logs in as ``pyctrl-operator``);
 5. **children** (``shared.children.apply_children``), after the mode's engine observed the pods
    and planned (pure) how many the StatefulSet should have: the ACL Secret once a pod accepted the
-   rules (``Material.write_users``), then the mode's desired children — none while the spec cannot
+   rules (``Material.write_users``), then the mode's desired children and the cluster's
+   NetworkPolicy (``shared.networkpolicy``; deleted with ``networkPolicy.enabled: false``) —
+   none while the spec cannot
    be run (``InvalidSpec``: an Event and the Ready condition say why; the topology work goes on) or
    while a ``restoreFrom`` has no backup to seed the pods (``backup.restore``: condition Restored);
 6. **the mode's engine** carries its plan out: ``replication.reconciler`` (one master and its
@@ -39,6 +41,7 @@ from examples.rediscluster.replication.reconciler import STEADY_REQUEUE, Replica
 from examples.rediscluster.shared import metrics
 from examples.rediscluster.shared.children import apply_children
 from examples.rediscluster.shared.finalizer import FINALIZER, ensure_finalizer, finalize
+from examples.rediscluster.shared.networkpolicy import PolicyPeers, network_policy, remove_network_policy
 from examples.rediscluster.shared.redis_admin import DEFAULT_IO_TIMEOUT
 from examples.rediscluster.shared.security.material import Security
 from examples.rediscluster.shared.status import now
@@ -72,12 +75,18 @@ FINALIZE_REQUEUE = 1.0
 @rbac(groups=[""], resources=["persistentvolumeclaims"], verbs=["get", "list", "watch", "patch"])
 @rbac(groups=["storage.k8s.io"], resources=["storageclasses"], verbs=["get"])
 @rbac(groups=[""], resources=["secrets"], verbs=["get", "list", "watch", "create", "patch"])
+@rbac(
+    groups=["networking.k8s.io"],
+    resources=["networkpolicies"],
+    verbs=["get", "list", "watch", "create", "patch", "delete"],
+)
 class RedisClusterReconciler:
     """Reconciles RedisCluster objects; see the module docstring.
 
     ``io_timeout``: connect and socket timeout of every Redis command, in seconds (the operator's
     ``--redis-timeout``); a command is cut off at ``2 * io_timeout + 0.5`` s. ``backup_image``:
     the image of the restore init container (``spec.restoreFrom``, see ``backup.restore``).
+    ``policy_peers``: where the operator and the monitoring run, for the NetworkPolicies.
     """
 
     def __init__(
@@ -90,8 +99,10 @@ class RedisClusterReconciler:
         *,
         io_timeout: float = DEFAULT_IO_TIMEOUT,
         backup_image: str = DEFAULT_BACKUP_IMAGE,
+        policy_peers: PolicyPeers | None = None,
     ) -> None:
         self.client = client
+        self.policy_peers = policy_peers or PolicyPeers()
         self.recorder = recorder
         self.io_timeout = io_timeout
         self.backup_image = backup_image
@@ -121,12 +132,18 @@ class RedisClusterReconciler:
             self.client, self.recorder, cluster, look.pods, image=self.backup_image, now=now()
         )
         plan = engine.plan(cluster, look, restore)
+
+        async def children() -> list[dict[str, Any]]:
+            mode = await engine.children(cluster, look, plan)
+            if not cluster.spec.network_policy.enabled:
+                await remove_network_policy(self.client, self.recorder, cluster)
+                return mode
+            return [*mode, network_policy(cluster, self.policy_peers)]
+
         invalid = (  # 5. children
             material.tls_invalid
             or await material.write_users(cluster, look.checker())
-            or await apply_children(
-                self.client, self.recorder, cluster, lambda: engine.children(cluster, look, plan), restore
-            )
+            or await apply_children(self.client, self.recorder, cluster, children, restore)
         )
         done = await engine.execute(cluster, look, plan, invalid=invalid, restore=restore)  # 6. engine
         done.reloading = not done.acted and await material.reload(done.cluster, look.answering())

@@ -29,6 +29,7 @@ from examples.rediscluster.controller import RedisClusterReconciler
 from examples.rediscluster.replication.decision import FAILOVER_PRIORITY
 from examples.rediscluster.replication.nodeloss import Node
 from examples.rediscluster.replication.prober import ClusterKey, HealthProber
+from examples.rediscluster.shared.networkpolicy import NetworkPolicy, PolicyPeers, parse_label_selector
 from examples.rediscluster.shared.redis_admin import DEFAULT_IO_TIMEOUT
 from examples.rediscluster.webhook import RedisClusterValidator
 from pyctrl import ControllerBuilder, Manager, Request, WebhookBuilder, _access, load_config, setup_logging
@@ -73,6 +74,23 @@ class OperatorOptions:
     warm_standby: bool = True
     backup_image: str = DEFAULT_IMAGE
     shard_count: int = 1
+    #: the NetworkPolicies' peers (``shared.networkpolicy.PolicyPeers``): the operator's namespace
+    #: (empty: any), its pods' labels and the monitoring namespaces' labels (``k=v,...``)
+    network_policy_operator_namespace: str = ""
+    network_policy_operator_labels: str = "app.kubernetes.io/name=rediscluster-operator"
+    network_policy_monitoring_namespaces: str = "kubernetes.io/metadata.name=monitoring"
+
+    def policy_peers(self) -> PolicyPeers:
+        """The NetworkPolicies' peers; ValueError naming the option that does not parse."""
+        return PolicyPeers(
+            operator_namespace=self.network_policy_operator_namespace or None,
+            operator_pod_labels=parse_label_selector(
+                self.network_policy_operator_labels, "--network-policy-operator-labels"
+            ),
+            monitoring_namespace_labels=parse_label_selector(
+                self.network_policy_monitoring_namespaces, "--network-policy-monitoring-namespaces"
+            ),
+        )
 
 
 #: The sharding ring of the operator's replicas (``--shard-count`` > 1; see :mod:`pyctrl.sharding`).
@@ -133,6 +151,7 @@ def build_operator(config: Any, options: OperatorOptions) -> Operator:
     scheme.add(RedisClusterV1beta1)  # with the hub above: the webhook server also serves /convert
     scheme.add(Node)
     scheme.add(RedisBackup)
+    scheme.add(NetworkPolicy)
     cache_options: CacheOptions = {"by_object": {Secret: ByObject(transform=_secret_metadata_only)}}
     namespaces = [ns.strip() for ns in (options.namespace or "").split(",") if ns.strip()]
     if namespaces:
@@ -191,6 +210,7 @@ def build_operator(config: Any, options: OperatorOptions) -> Operator:
         slot_mover,
         io_timeout=options.redis_timeout,
         backup_image=options.backup_image,
+        policy_peers=options.policy_peers(),
     )
     (
         ControllerBuilder(mgr)
@@ -199,6 +219,7 @@ def build_operator(config: Any, options: OperatorOptions) -> Operator:
         .owns(ConfigMap)
         .owns(Service)
         .owns(PodDisruptionBudget)
+        .owns(NetworkPolicy)
         .watches(
             Pod,
             enqueue_requests_from_map_func(_pod_to_cluster),

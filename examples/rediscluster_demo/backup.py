@@ -119,7 +119,8 @@ def run_backup_demo(keep: bool) -> int:
             restored = restored_condition()
             say(f"condition Restored={restored['status']}: {restored['message']}")
             new_ip = demo.pod_ip(copy["status"]["currentMaster"])
-            say(f"order:3 on the restored cluster: {demo.redis_cli(new_ip, 'GET', 'order:3', cluster='shop-copy')!r}")
+            value = demo.redis_cli(new_ip, "GET", "order:3", cluster="shop-copy")
+            say(f"order:3 on the restored cluster: {value!r}")
             print(demo.kubectl("get", "rdc", "-o", "wide"), flush=True)
             if keep:
                 demo.keep_running(op)

@@ -133,7 +133,7 @@ async def _run_everything(
 
     # replication mode, TLS, the exporter sidecar: Ready; its backup Job's pod admitted and done
     r = cluster_factory("psa")
-    await r.create_ready(2, tls={"secretName": "tls"}, within=300)  # generous: a loaded machine
+    await r.create_ready(1, tls={"secretName": "tls"}, within=300)  # generous: a loaded machine
     assert uids(r) == {"redis": (999, 999), "redis-exporter": (59000, 999)}
     b.create("psa-backup", "psa", {"pvc": {"claimName": "backups"}})
     done = await eventually(lambda: b.finished("psa-backup"), within=300, what="the backup", interval=0.5)

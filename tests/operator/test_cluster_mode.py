@@ -628,9 +628,12 @@ async def test_a_failing_migrate_is_retried_and_reported_and_a_shards_change_mea
         return "failed steps retried" in message and "OOM" in message
 
     await eventually(failing_reported, within=90, what="the failing MIGRATE in the condition", interval=0.3)
-    events = c.envtest.http.get(f"/api/v1/namespaces/{c.namespace}/events")["items"]
-    warned = [e["message"] for e in events if e["reason"] == "SlotMigrationFailed"]
-    assert warned
+
+    async def warned_events() -> list[str]:  # the recorder writes Events in the background
+        events = c.envtest.http.get(f"/api/v1/namespaces/{c.namespace}/events")["items"]
+        return [e["message"] for e in events if e["reason"] == "SlotMigrationFailed"]
+
+    warned = await eventually(warned_events, within=30, what="an Event SlotMigrationFailed", interval=0.3)
     assert all("OOM" in m for m in warned), warned
     labels = {"namespace": c.namespace, "name": c.name}
     assert (registry.get_sample_value("rediscluster_migrate_errors_total", labels) or 0) >= 1

@@ -136,7 +136,7 @@ async def leader_runs(ctx: Any) -> list[LeaderOutcome]:
         "apiVersion": "redis.pyctrl.dev/v1alpha1",
         "kind": "RedisCluster",
         "metadata": {"name": _CLUSTER},
-        "spec": {"replicas": 1},
+        "spec": {"replicas": 1, "auth": {"enabled": False}},  # explicitly open (auth is on by default)
     }
     await ctx.t.request("POST", base, body=orjson.dumps(body), content_type="application/json")
     outcomes: list[LeaderOutcome] = []

@@ -104,7 +104,8 @@ class OperatorSystem:
             "apiVersion": "redis.pyctrl.dev/v1alpha1",
             "kind": "RedisCluster",
             "metadata": {"name": self.cluster},
-            "spec": {"replicas": 3, "downAfterMilliseconds": self.down_after_ms},
+            # explicitly open, as the Sentinel pods it is compared with (auth is on by default)
+            "spec": {"replicas": 3, "downAfterMilliseconds": self.down_after_ms, "auth": {"enabled": False}},
         }
         await self.t.request("POST", self.base, body=orjson.dumps(body), content_type=_JSON)
         await until(self.steady, 240, f"{self.cluster} Running")

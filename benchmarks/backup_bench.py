@@ -116,7 +116,7 @@ async def _start_cluster(env: Environment, store: ObjectStore) -> str:
         "apiVersion": "redis.pyctrl.dev/v1alpha1",
         "kind": "RedisCluster",
         "metadata": {"name": "big"},
-        "spec": {"replicas": 1},
+        "spec": {"replicas": 1, "auth": {"enabled": False}},  # explicitly open (auth is on by default)
     }
     _http(env).request("POST", f"/apis/redis.pyctrl.dev/v1alpha1/namespaces/{NS}/redisclusters", rdc)
 

@@ -22,7 +22,10 @@ replica is one of N sharing the RedisClusters, see :mod:`pyctrl.sharding`; the
 ``--leader-elect-*`` timings and namespace apply to its member Lease; not with
 ``--leader-elect``), and ``--cluster-domain`` (the cluster's DNS domain, default
 ``cluster.local``: the exporter sidecar of a TLS cluster connects to its pod's stable name,
-``<pod>.<name>-headless.<namespace>.svc.<domain>``). Exit codes: 0 after a clean stop, 1 on a
+``<pod>.<name>-headless.<namespace>.svc.<domain>``), and the NetworkPolicies' peers:
+``--network-policy-operator-namespace`` (the operator's own, empty for any),
+``--network-policy-operator-labels`` and ``--network-policy-monitoring-namespaces`` (``k=v,...``).
+Exit codes: 0 after a clean stop, 1 on a
 runtime failure or lost leadership, 2 on bad configuration (unreadable kubeconfig, unreachable
 apiserver, missing CRD).
 """
@@ -38,6 +41,7 @@ from examples.rediscluster.backup import DEFAULT_IMAGE
 from examples.rediscluster.backup.endpoints import EndpointAllowlist
 from examples.rediscluster.backup.schedule import DEFAULT_MIN_INTERVAL
 from examples.rediscluster.operator import OperatorOptions, run
+from examples.rediscluster.shared.networkpolicy import parse_label_selector
 from examples.rediscluster.shared.redis_admin import DEFAULT_IO_TIMEOUT
 from examples.rediscluster.shared.resources import DEFAULT_CLUSTER_DOMAIN
 from pyctrl.leaderelection import LeaderElectionConfig
@@ -149,6 +153,21 @@ def parse_args(argv: list[str] | None = None) -> OperatorOptions:
         default=DEFAULT_CLUSTER_DOMAIN,
         help=f"the cluster's DNS domain, which Pods' stable names end in (default {DEFAULT_CLUSTER_DOMAIN})",
     )
+    p.add_argument(
+        "--network-policy-operator-namespace",
+        default="",
+        help="the operator's namespace, from which its pods may reach Redis (default: any namespace)",
+    )
+    p.add_argument(
+        "--network-policy-operator-labels",
+        default="app.kubernetes.io/name=rediscluster-operator",
+        help="labels (k=v,...) of the operator's pods, which may reach Redis",
+    )
+    p.add_argument(
+        "--network-policy-monitoring-namespaces",
+        default="kubernetes.io/metadata.name=monitoring",
+        help="labels (k=v,...) of the namespaces whose pods may scrape the exporter ('' for all)",
+    )
     args = p.parse_args(argv)
     try:
         EndpointAllowlist.parse(args.s3_endpoint_allowlist.split(","))
@@ -159,6 +178,13 @@ def parse_args(argv: list[str] | None = None) -> OperatorOptions:
             f"--cluster-domain must be a DNS name such as {DEFAULT_CLUSTER_DOMAIN}, "
             f"not {args.cluster_domain!r}"
         )
+    for flag in ("operator_labels", "monitoring_namespaces"):
+        try:
+            parse_label_selector(
+                getattr(args, f"network_policy_{flag}"), f"--network-policy-{flag.replace('_', '-')}"
+            )
+        except ValueError as exc:
+            p.error(str(exc))
     if args.shard_count < 1:
         p.error(f"--shard-count must be at least 1, got {args.shard_count}")
     if args.shard_count > 1 and args.leader_elect:

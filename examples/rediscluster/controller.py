@@ -16,7 +16,9 @@ Level-triggered: the same observed state gives the same writes, and a converged 
    (at the latest the settled look-again);
 5. **children** (``shared.children.apply_children``), after the mode's engine observed the pods
    and planned (pure) how many the StatefulSet should have: the ACL Secret once a pod accepted the
-   rules (``Material.write_users``), then the mode's desired children — none while the spec cannot
+   rules (``Material.write_users``), then the mode's desired children and the cluster's
+   NetworkPolicy (``shared.networkpolicy``; deleted with ``networkPolicy.enabled: false``) —
+   none while the spec cannot
    be run (``InvalidSpec``: an Event and the Ready condition say why; the topology work goes on) or
    while a ``restoreFrom`` has no backup to seed the pods (``backup.restore``: condition Restored);
 6. **the mode's engine** carries its plan out: ``replication.reconciler`` (one master and its
@@ -43,6 +45,7 @@ from examples.rediscluster.replication.reconciler import STEADY_REQUEUE, Replica
 from examples.rediscluster.shared import metrics
 from examples.rediscluster.shared.children import apply_children
 from examples.rediscluster.shared.finalizer import FINALIZER, ensure_finalizer, finalize
+from examples.rediscluster.shared.networkpolicy import PolicyPeers, network_policy, remove_network_policy
 from examples.rediscluster.shared.redis_admin import DEFAULT_IO_TIMEOUT
 from examples.rediscluster.shared.resources import DEFAULT_CLUSTER_DOMAIN
 from examples.rediscluster.shared.security.auth import SECRET_POLL, SecretUnusable
@@ -81,6 +84,11 @@ FINALIZE_REQUEUE = 1.0
 # Secrets: no list/watch (every Secret of the cluster would be readable): GETs of the ones a spec
 # names, create/patch of the ones the operator owns (<name>-auth, <name>-acl).
 @rbac(groups=[""], resources=["secrets"], verbs=["get", "create", "patch"])
+@rbac(
+    groups=["networking.k8s.io"],
+    resources=["networkpolicies"],
+    verbs=["get", "list", "watch", "create", "patch", "delete"],
+)
 class RedisClusterReconciler:
     """Reconciles RedisCluster objects; see the module docstring.
 
@@ -89,6 +97,7 @@ class RedisClusterReconciler:
     the image of the restore init container (``spec.restoreFrom``, see ``backup.restore``).
     ``cluster_domain``: the cluster DNS domain (``--cluster-domain``) the pods' stable names end
     in, which the exporter sidecar of a TLS cluster connects to (``shared.exporter``).
+    ``policy_peers``: where the operator and the monitoring run, for the NetworkPolicies.
     """
 
     def __init__(
@@ -102,8 +111,10 @@ class RedisClusterReconciler:
         io_timeout: float = DEFAULT_IO_TIMEOUT,
         backup_image: str = DEFAULT_BACKUP_IMAGE,
         cluster_domain: str = DEFAULT_CLUSTER_DOMAIN,
+        policy_peers: PolicyPeers | None = None,
     ) -> None:
         self.client = client
+        self.policy_peers = policy_peers or PolicyPeers()
         self.recorder = recorder
         self.io_timeout = io_timeout
         self.backup_image = backup_image
@@ -154,10 +165,14 @@ class RedisClusterReconciler:
     async def _children(
         self, engine: Engine[Any, Any, Any], cluster: RedisCluster, look: Any, plan: Any
     ) -> list[dict[str, Any]]:
-        """The mode's desired children, with the archiver sidecar when ``spec.backup.archive`` asks."""
+        """The mode's desired children, with the archiver sidecar when ``spec.backup.archive`` asks,
+        and the cluster's NetworkPolicy (removed, if the operator made it, when turned off)."""
         children = await engine.children(cluster, look, plan)
         apply_archiving(cluster, children, self.backup_image)
-        return children
+        if not cluster.spec.network_policy.enabled:
+            await remove_network_policy(self.client, self.recorder, cluster)
+            return children
+        return [*children, network_policy(cluster, self.policy_peers)]
 
     async def _fetch(self, request: Request) -> RedisCluster | None:
         """The RedisCluster from the cache; None (and every room forgets it) once it is gone."""

@@ -36,6 +36,7 @@ from examples.rediscluster.controller import RedisClusterReconciler
 from examples.rediscluster.replication.decision import FAILOVER_PRIORITY
 from examples.rediscluster.replication.nodeloss import Node
 from examples.rediscluster.replication.prober import ClusterKey, HealthProber
+from examples.rediscluster.shared.networkpolicy import NetworkPolicy, PolicyPeers, parse_label_selector
 from examples.rediscluster.shared.redis_admin import DEFAULT_IO_TIMEOUT
 from examples.rediscluster.shared.resources import DEFAULT_CLUSTER_DOMAIN
 from examples.rediscluster.webhook import RedisClusterValidator
@@ -90,6 +91,23 @@ class OperatorOptions:
     s3_endpoint_allowlist: str = ""
     shard_count: int = 1
     cluster_domain: str = DEFAULT_CLUSTER_DOMAIN
+    #: the NetworkPolicies' peers (``shared.networkpolicy.PolicyPeers``): the operator's namespace
+    #: (empty: any), its pods' labels and the monitoring namespaces' labels (``k=v,...``)
+    network_policy_operator_namespace: str = ""
+    network_policy_operator_labels: str = "app.kubernetes.io/name=rediscluster-operator"
+    network_policy_monitoring_namespaces: str = "kubernetes.io/metadata.name=monitoring"
+
+    def policy_peers(self) -> PolicyPeers:
+        """The NetworkPolicies' peers; ValueError naming the option that does not parse."""
+        return PolicyPeers(
+            operator_namespace=self.network_policy_operator_namespace or None,
+            operator_pod_labels=parse_label_selector(
+                self.network_policy_operator_labels, "--network-policy-operator-labels"
+            ),
+            monitoring_namespace_labels=parse_label_selector(
+                self.network_policy_monitoring_namespaces, "--network-policy-monitoring-namespaces"
+            ),
+        )
 
 
 #: The sharding ring of the operator's replicas (``--shard-count`` > 1; see :mod:`pyctrl.sharding`).
@@ -144,6 +162,7 @@ def build_operator(config: Any, options: OperatorOptions) -> Operator:
     scheme.add(RedisClusterV1beta1)  # with the hub above: the webhook server also serves /convert
     scheme.add(Node)
     scheme.add(RedisBackup)
+    scheme.add(NetworkPolicy)
     cache_options: CacheOptions = {}
     namespaces = [ns.strip() for ns in (options.namespace or "").split(",") if ns.strip()]
     if namespaces:
@@ -207,6 +226,7 @@ def build_operator(config: Any, options: OperatorOptions) -> Operator:
         io_timeout=options.redis_timeout,
         backup_image=options.backup_image,
         cluster_domain=options.cluster_domain,
+        policy_peers=options.policy_peers(),
     )
     (
         ControllerBuilder(mgr)
@@ -215,6 +235,7 @@ def build_operator(config: Any, options: OperatorOptions) -> Operator:
         .owns(ConfigMap)
         .owns(Service)
         .owns(PodDisruptionBudget)
+        .owns(NetworkPolicy)
         .watches(
             Pod,
             enqueue_requests_from_map_func(_pod_to_cluster),

@@ -117,8 +117,8 @@ def run_backup_demo(keep: bool) -> int:
             master = json.loads(demo.kubectl("get", "rdc", "shop", "-o", "json"))["status"]["currentMaster"]
             ip = demo.pod_ip(master)
             for i in range(5):
-                demo.redis_cli(ip, "SET", f"order:{i}", f"paid-{i}")
-            demo.redis_cli(ip, "WAIT", "1", "2000")
+                demo.redis_cli(ip, "SET", f"order:{i}", f"paid-{i}", cluster="shop")
+            demo.redis_cli(ip, "WAIT", "1", "2000", cluster="shop")
             say(f"wrote order:0..4 on {master}; kubectl apply -f redisbackup.yaml (to S3)")
             demo.kubectl("apply", "-f", "-", stdin=docs["backup"])
 
@@ -150,7 +150,8 @@ def run_backup_demo(keep: bool) -> int:
             restored = restored_condition()
             say(f"condition Restored={restored['status']}: {restored['message']}")
             new_ip = demo.pod_ip(copy["status"]["currentMaster"])
-            say(f"order:3 on the restored cluster: {demo.redis_cli(new_ip, 'GET', 'order:3')!r}")
+            value = demo.redis_cli(new_ip, "GET", "order:3", cluster="shop-copy")
+            say(f"order:3 on the restored cluster: {value!r}")
             print(demo.kubectl("get", "rdc", "-o", "wide"), flush=True)
             _point_in_time(demo, store, ip)
             if keep:

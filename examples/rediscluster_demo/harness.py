@@ -3,8 +3,10 @@ the operator as its own process (stopped on exit, on Ctrl-C and on failure)."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import time
@@ -29,6 +31,7 @@ class Demo:
         self.env = env
         assert env.bin_dir is not None
         self.kubectl_bin = str(env.bin_dir / "kubectl")
+        self._passwords: dict[str, str] = {}
 
     def kubectl(self, *args: str, stdin: str | None = None) -> str:
         out = subprocess.run(
@@ -88,9 +91,19 @@ class Demo:
         self.env.stop_node(node)
         return node
 
-    def redis_cli(self, ip: str, *args: str) -> str:
+    def password(self, cluster: str) -> str:
+        """The generated password of the RedisCluster ``cluster`` (auth is on by default), read
+        from its Secret ``<cluster>-auth`` as any client would (once per cluster)."""
+        if cluster not in self._passwords:
+            data = self.kubectl("get", "secret", f"{cluster}-auth", "-o", "jsonpath={.data.password}")
+            self._passwords[cluster] = base64.b64decode(data).decode()
+        return self._passwords[cluster]
+
+    def redis_cli(self, ip: str, *args: str, cluster: str = "demo") -> str:
+        """redis-cli against ``ip``, logged in with ``cluster``'s password (REDISCLI_AUTH: no argv)."""
+        env = {**os.environ, "REDISCLI_AUTH": self.password(cluster)}
         out = subprocess.run(
-            ["redis-cli", "-h", ip, *args], capture_output=True, text=True, timeout=10, check=False
+            ["redis-cli", "-h", ip, *args], capture_output=True, text=True, timeout=10, check=False, env=env
         )
         return out.stdout.strip()
 

@@ -19,7 +19,9 @@ def test_spec_defaults_match_the_issue() -> None:
     spec = RedisClusterSpec()
     assert (spec.replicas, spec.image, spec.enable_auto_failover) == (3, DEFAULT_IMAGE, True)
     assert (spec.down_after_milliseconds, spec.enable_persistence, spec.storage_size) == (5000, False, "1Gi")
-    assert (spec.memory_limit, spec.auth, spec.redis_config, spec.resources) == (None, None, {}, None)
+    assert (spec.memory_limit, spec.redis_config, spec.resources) == (None, {}, None)
+    # secure by default (issue 24): a generated password, a NetworkPolicy
+    assert (spec.auth.enabled, spec.auth.password_secret, spec.network_policy.enabled) == (True, None, True)
     assert DEFAULT_IMAGE.startswith("redis:7")
 
 

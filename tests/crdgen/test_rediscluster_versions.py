@@ -94,6 +94,7 @@ FULL_V1ALPHA1: dict[str, Any] = {
     "nodeSelector": {"disk": "ssd"},
     "nodeLoss": {"forceDeletePods": True, "afterSeconds": 60},
     "monitoring": {"exporter": False, "exporterImage": "exporter:1"},
+    "networkPolicy": {"enabled": False, "clients": [{"podSelector": {"matchLabels": {"app": "web"}}}]},
 }
 
 
@@ -119,7 +120,16 @@ def test_every_v1alpha1_field_has_its_place_in_v1beta1() -> None:
         "topologySpreadConstraints": [],
         "nodeSelector": {"disk": "ssd"},
     }
-    unchanged = ("mode", "replicas", "auth", "users", "disableDefaultUser", "tls", "monitoring")
+    unchanged = (
+        "mode",
+        "replicas",
+        "auth",
+        "users",
+        "disableDefaultUser",
+        "tls",
+        "monitoring",
+        "networkPolicy",
+    )
     assert {k: spec[k] for k in unchanged} == {k: FULL_V1ALPHA1[k] for k in unchanged}
     moved = set(FULL_V1ALPHA1) - set(unchanged)
     assert not moved & set(spec)  # every other field moved into a group

@@ -16,7 +16,14 @@ from examples.rediscluster.api.reference import EXAMPLES, OUTPUT, fields, render
 
 CRDS = Path(__file__).resolve().parents[2] / "crds"
 #: core/v1 types, documented as one entry each
-OPAQUE = {"spec.affinity", "spec.tolerations", "spec.topologySpreadConstraints"}
+OPAQUE = {
+    "spec.affinity",
+    "spec.tolerations",
+    "spec.topologySpreadConstraints",
+    # LabelSelectors (core/v1 meaning): one entry each, as reference.py's _OPAQUE
+    "spec.networkPolicy.clients[].podSelector",
+    "spec.networkPolicy.clients[].namespaceSelector",
+}
 
 
 def _crd_fields(crd: str) -> dict[str, str]:

@@ -26,6 +26,7 @@ the cluster as the next expects; a failed step fails the later ones with it):
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -43,13 +44,14 @@ import pytest
 import redis.asyncio as aioredis
 import yaml
 
-from pyctrl.client.errors import ApiError, NotFound
+from pyctrl.client.errors import AlreadyExists, ApiError, NotFound
 from pyctrl.envtest import Environment
 from pyctrl.envtest.node.pod import LOG_DIR_ANNOTATION
 from pyctrl.testing import eventually
 from tests.install._promql import named_by_dashboard_and_alerts
 from tests.install.conftest import CHART, ROOT, run
 from tests.operator.conftest import Cluster
+from tests.operator.test_podsecurity import restrict
 
 pytestmark = pytest.mark.controlplane
 
@@ -285,6 +287,9 @@ async def test_install_runs_two_replicas_one_leading_and_a_cluster_fails_over(
     values = [arg for key, value in timings.items() for arg in ("--set", f"leaderElection.{key}={value}")]
     for enabled in ("webhook", "serviceMonitor", "prometheusRule"):
         values += ["--set", f"{enabled}.enabled=true"]
+    with contextlib.suppress(AlreadyExists):  # made by the first test of the module, if it ran
+        cp.create_namespace(NS)
+    restrict(cp, NS)  # Pod Security "restricted" (issue 24): the operator's pods are admitted
     chart("install", RELEASE, str(CHART), "-n", NS, *values, "--wait", "--timeout", "5m")
     assert cp.http.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD}")
     leader = await two_running_one_leading(cp)
@@ -299,6 +304,7 @@ async def test_install_runs_two_replicas_one_leading_and_a_cluster_fails_over(
     assert "successfully acquired lease" not in log_of(standby).lower()
 
     cp.create_namespace(APPS)
+    restrict(cp, APPS)  # and so are the Redis pods the in-cluster operator makes
     await the_webhook_refuses_an_invalid_spec(cp)
     cluster = Cluster(cp, APPS, "cache")
     cluster.create(replicas=2, downAfterMilliseconds=2000)

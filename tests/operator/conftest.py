@@ -137,6 +137,20 @@ async def operator(start_operator: OperatorFactory) -> RunningOperator:
 Pods = dict[str, dict[str, Any]]  # pod name -> the Pod as the apiserver returns it
 
 
+def password_of(envtest: Environment, namespace: str, name: str) -> str | None:
+    """The password clients of the RedisCluster ``name`` use, read from its Secret: the spec's
+    ``auth.passwordSecret``, else the operator's generated ``<name>-auth`` (auth is on by default);
+    None only with ``auth: {enabled: false}``. The one helper every test's Redis client gets its
+    password from."""
+    path = f"/apis/redis.pyctrl.dev/v1alpha1/namespaces/{namespace}/redisclusters/{name}"
+    auth = envtest.http.get(path)["spec"].get("auth") or {}
+    if auth.get("enabled") is False:
+        return None
+    ref = auth.get("passwordSecret") or {"name": f"{name}-auth"}
+    secret = envtest.http.get(f"/api/v1/namespaces/{namespace}/secrets/{ref['name']}")
+    return base64.b64decode(secret["data"][ref.get("key", "password")]).decode()
+
+
 class Cluster:
     """Test-side view of one RedisCluster: apiserver reads through the admin HTTP client, Redis
     through redis.asyncio to the pods' loopback IPs."""
@@ -176,14 +190,9 @@ class Cluster:
         return str(self.pods()[pod]["status"]["podIP"])
 
     def password(self) -> str | None:
-        """The password clients use: the spec's Secret, or the generated ``<name>-auth`` one for
-        ``auth: {}``; None without ``auth`` or with ``auth: {enabled: false}``."""
-        auth = self.get()["spec"].get("auth")
-        if auth is None or auth.get("enabled") is False:
-            return None
-        ref = auth.get("passwordSecret") or {"name": f"{self.name}-auth"}
-        secret = self.envtest.http.get(f"/api/v1/namespaces/{self.namespace}/secrets/{ref['name']}")
-        return base64.b64decode(secret["data"][ref.get("key", "password")]).decode()
+        """The password clients use: the spec's Secret, or the generated ``<name>-auth`` one (no
+        ``auth``, the default, or ``auth: {}``); None only with ``auth: {enabled: false}``."""
+        return password_of(self.envtest, self.namespace, self.name)
 
     async def redis(self, pod: str) -> aioredis.Redis:
         return _redis_at(self.pod_ip(pod), self.password())

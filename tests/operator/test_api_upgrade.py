@@ -29,7 +29,7 @@ from pyctrl.crdgen import generate_crd
 from pyctrl.envtest import Environment
 from pyctrl.migrate import CRD_GVK, migrate_storage
 from pyctrl.testing import eventually
-from tests.operator.conftest import _redis_at
+from tests.operator.conftest import _redis_at, password_of
 
 pytestmark = pytest.mark.controlplane
 
@@ -144,7 +144,7 @@ async def test_a_cluster_keeps_serving_through_the_upgrade_and_the_migration(
             master = before["status"]["currentMaster"]
             uids = {name: p["metadata"]["uid"] for name, p in (await pods(client)).items()}
             master_ip = (await pods(client))[master]["status"]["podIP"]
-            writer = _redis_at(master_ip, None)  # no spec.auth: open (the default today)
+            writer = _redis_at(master_ip, password_of(plane, NS, "rc"))  # auth on by default: generated
             await writer.set("before-upgrade", "1")
 
             # the upgrade: both versions, v1beta1 stored, the operator's webhook converting

@@ -691,7 +691,7 @@ async def test_a_cluster_mode_backup_holds_one_rdb_per_shard_and_a_restore_gives
     src = cluster_factory("sharded")
     src.create(mode="cluster", shards=3, replicasPerShard=1, downAfterMilliseconds=QUIET_DOWN_AFTER_MS)
     await eventually(lambda: cluster_ready(src, 3), within=150, what="3 shards Running", interval=0.3)
-    await fill(src.pod_ip("sharded-0"), 3000)
+    await fill(src.pod_ip("sharded-0"), 3000, password=src.password())
     shards = src.status()["shards"]
     for shard in shards:  # each replica has its shard's keys before the snapshot
         client = await src.redis(shard["master"])
@@ -733,13 +733,13 @@ async def test_a_cluster_mode_backup_holds_one_rdb_per_shard_and_a_restore_gives
 
     async def nodes_agree() -> bool:  # the seeded masters' claims spread by gossip
         try:
-            assert_check_clean(await cluster_check(dst.pod_ip("copy-0")), masters=3)
+            assert_check_clean(await cluster_check(dst.pod_ip("copy-0"), password=dst.password()), masters=3)
         except AssertionError:
             return False
         return True
 
     await eventually(nodes_agree, within=60, what="redis-cli --cluster check clean", interval=1)
-    assert await all_seeds_readable(dst.pod_ip("copy-0"), 3000) == []
+    assert await all_seeds_readable(dst.pod_ip("copy-0"), 3000, password=dst.password()) == []
     for before, after in zip(shards, dst.status()["shards"], strict=True):  # each shard its keys
         want = await dbsize(src, before["master"])
         assert want > 0

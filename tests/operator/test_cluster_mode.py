@@ -36,10 +36,12 @@ pytestmark = pytest.mark.controlplane
 ROOT = Path(__file__).resolve().parents[2]
 
 
-async def cluster_check(ip: str) -> str:
-    """``redis-cli --cluster check ip:6379``; fails the test on a non-zero exit."""
+async def cluster_check(ip: str, *, password: str | None) -> str:
+    """``redis-cli --cluster check ip:6379`` (``password`` through REDISCLI_AUTH, never argv);
+    fails the test on a non-zero exit."""
+    env = {**os.environ, **({"REDISCLI_AUTH": password} if password is not None else {})}
     proc = await asyncio.create_subprocess_exec(
-        "redis-cli", "--cluster", "check", f"{ip}:6379", stdout=PIPE, stderr=STDOUT
+        "redis-cli", "--cluster", "check", f"{ip}:6379", stdout=PIPE, stderr=STDOUT, env=env
     )
     out, _ = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 0, out.decode()
@@ -155,8 +157,8 @@ async def wait_ready(
         ) from None
 
 
-async def cluster_info(ip: str) -> dict[str, str]:
-    client = aioredis.Redis(host=ip, port=6379, socket_timeout=5, decode_responses=True)
+async def cluster_info(ip: str, *, password: str | None) -> dict[str, str]:
+    client = aioredis.Redis(host=ip, port=6379, password=password, socket_timeout=5, decode_responses=True)
     try:
         text = await client.execute_command("CLUSTER", "INFO")  # type: ignore[no-untyped-call]
     finally:
@@ -173,9 +175,9 @@ async def test_a_three_shard_cluster_forms_with_every_slot_covered_and_status_la
     pods = c.pods()
     assert len(pods) == 6
     any_ip = c.pod_ip("shards-4")
-    assert_check_clean(await cluster_check(any_ip), masters=3)
+    assert_check_clean(await cluster_check(any_ip, password=c.password()), masters=3)
     for pod in pods:
-        assert (await cluster_info(c.pod_ip(pod)))["cluster_state"] == "ok"
+        assert (await cluster_info(c.pod_ip(pod), password=c.password()))["cluster_state"] == "ok"
     status = c.status()
     assert status["slotsAssigned"] == 16384
     labels = {
@@ -209,7 +211,7 @@ async def test_a_three_shard_cluster_forms_with_every_slot_covered_and_status_la
     events = c.envtest.http.get(f"/api/v1/namespaces/{c.namespace}/events")["items"]
     assert {e["reason"] for e in events} >= {"SlotsAssigned"}
     # a cluster-aware client reads and writes through any node
-    client = RedisCluster(host=any_ip, port=6379, decode_responses=True)
+    client = RedisCluster(host=any_ip, port=6379, password=c.password(), decode_responses=True)
     try:
         for i in range(100):
             await client.set(f"key{i}", i)
@@ -340,7 +342,7 @@ async def test_a_crashed_and_a_hung_shard_master_fail_over_to_their_replica_losi
     c = cluster_factory("fo")
     c.create(mode="cluster", shards=3, replicasPerShard=1, downAfterMilliseconds=2000)
     await eventually(lambda: cluster_ready(c, 3), within=120, what="3 shards Running", interval=0.3)
-    writer = Writer(c.pod_ip("fo-5")).start()
+    writer = Writer(c.pod_ip("fo-5"), password=c.password()).start()
     try:
         await writer.more(50)
         # 1. crash: SHUTDOWN NOSAVE; the pod restarts at once, without data (no persistence)
@@ -384,7 +386,7 @@ async def test_a_crashed_and_a_hung_shard_master_fail_over_to_their_replica_losi
     finally:
         await writer.finish()
     assert await writer.missing() == []
-    assert_check_clean(await cluster_check(c.pod_ip("fo-5")), masters=3)
+    assert_check_clean(await cluster_check(c.pod_ip("fo-5"), password=c.password()), masters=3)
     reasons = [e["reason"] for e in c.envtest.http.get(f"/api/v1/namespaces/{c.namespace}/events")["items"]]
     # the hang is Redis's election (FailoverCompleted); the crash is the operator's TAKEOVER when the
     # restarted pod answers as a new node first (ShardTakeover), or Redis's election too when the
@@ -416,9 +418,9 @@ def set_shards(c: Cluster, shards: int) -> None:
     )
 
 
-async def fill(ip: str, n: int) -> None:
+async def fill(ip: str, n: int, *, password: str | None) -> None:
     """``n`` keys ``seed<i>`` through the cluster-aware client, in pipelines."""
-    client = RedisCluster(host=ip, port=6379, decode_responses=True)
+    client = RedisCluster(host=ip, port=6379, password=password, decode_responses=True)
     try:
         for start in range(0, n, 1000):
             pipe = client.pipeline()
@@ -429,8 +431,8 @@ async def fill(ip: str, n: int) -> None:
         await client.aclose()
 
 
-async def all_seeds_readable(ip: str, n: int) -> list[int]:
-    client = RedisCluster(host=ip, port=6379, decode_responses=True)
+async def all_seeds_readable(ip: str, n: int, *, password: str | None) -> list[int]:
+    client = RedisCluster(host=ip, port=6379, password=password, decode_responses=True)
     try:
         missing = []
         for start in range(0, n, 1000):
@@ -455,15 +457,15 @@ async def test_resharding_3_to_4_to_3_shards_under_writes_loses_nothing_and_bala
     c.create(mode="cluster", shards=3, replicasPerShard=1, downAfterMilliseconds=2000)
     await eventually(lambda: cluster_ready(c, 3), within=120, what="3 shards Running", interval=0.3)
     seed_ip = c.pod_ip("rs-0")
-    await fill(seed_ip, 5000)
-    writer = Writer(seed_ip).start()
+    await fill(seed_ip, 5000, password=c.password())
+    writer = Writer(seed_ip, password=c.password()).start()
     try:
         await writer.more(30)
         started = time.monotonic()
         set_shards(c, 4)
         await wait_ready(c, 4, 1, within=240, what="4 balanced shards", log=recent_log)
         took = [time.monotonic() - started]
-        assert_check_clean(await cluster_check(c.pod_ip("rs-7")), masters=4)
+        assert_check_clean(await cluster_check(c.pod_ip("rs-7"), password=c.password()), masters=4)
         assert sorted(s["slotCount"] for s in c.status()["shards"]) == [4096] * 4
         await writer.more(30)
         started = time.monotonic()
@@ -476,12 +478,12 @@ async def test_resharding_3_to_4_to_3_shards_under_writes_loses_nothing_and_bala
         await writer.more(30)
     finally:
         await writer.finish()
-    report = await cluster_check(c.pod_ip("rs-0"))
+    report = await cluster_check(c.pod_ip("rs-0"), password=c.password())
     assert_check_clean(report, masters=3)
     assert await writer.missing() == []
-    assert await all_seeds_readable(seed_ip, 5000) == []
+    assert await all_seeds_readable(seed_ip, 5000, password=c.password()) == []
     for pod in c.pods():  # the removed nodes are forgotten everywhere
-        nodes = await cluster_nodes(c.pod_ip(pod))
+        nodes = await cluster_nodes(c.pod_ip(pod), password=c.password())
         assert len(nodes) == 6, nodes
     reasons = [e["reason"] for e in c.envtest.http.get(f"/api/v1/namespaces/{c.namespace}/events")["items"]]
     assert reasons.count("ReshardingCompleted") >= 2
@@ -494,8 +496,8 @@ async def test_resharding_3_to_4_to_3_shards_under_writes_loses_nothing_and_bala
     )
 
 
-async def cluster_nodes(ip: str) -> list[str]:
-    client = aioredis.Redis(host=ip, port=6379, socket_timeout=5, decode_responses=True)
+async def cluster_nodes(ip: str, *, password: str | None) -> list[str]:
+    client = aioredis.Redis(host=ip, port=6379, password=password, socket_timeout=5, decode_responses=True)
     try:
         text = await client.execute_command("CLUSTER", "NODES")  # type: ignore[no-untyped-call]
     finally:
@@ -506,7 +508,7 @@ async def cluster_nodes(ip: str) -> list[str]:
 async def open_slots(c: Cluster) -> set[int]:
     found: set[int] = set()
     for pod in c.pods():
-        for line in await cluster_nodes(c.pod_ip(pod)):
+        for line in await cluster_nodes(c.pod_ip(pod), password=c.password()):
             if "myself" in line:
                 found |= {int(m) for m in re.findall(r"\[(\d+)-[<>]-", line)}
     return found
@@ -538,7 +540,7 @@ async def test_an_operator_sigkilled_mid_resharding_repairs_the_open_slots_and_c
         c = cluster_factory("rk")
         c.create(mode="cluster", shards=3, replicasPerShard=0, downAfterMilliseconds=2000)
         await eventually(lambda: cluster_ready(c, 3, 0), within=120, what="3 shards Running", interval=0.3)
-        await fill(c.pod_ip("rk-0"), 20000)
+        await fill(c.pod_ip("rk-0"), 20000, password=c.password())
         set_shards(c, 4)
 
         async def stopped_mid_slot() -> bool:
@@ -566,9 +568,9 @@ async def test_an_operator_sigkilled_mid_resharding_repairs_the_open_slots_and_c
                 proc.kill()
                 proc.wait(10)
         log.close()
-    assert_check_clean(await cluster_check(c.pod_ip("rk-0")), masters=4)
+    assert_check_clean(await cluster_check(c.pod_ip("rk-0"), password=c.password()), masters=4)
     assert await open_slots(c) == set()
-    assert await all_seeds_readable(c.pod_ip("rk-0"), 20000) == []
+    assert await all_seeds_readable(c.pod_ip("rk-0"), 20000, password=c.password()) == []
     assert await keys_on_masters(c) == 20000  # each key on exactly one node: none lost, none copied
 
     # the new leader repaired the open slots before anything else, then completed the change; the
@@ -610,7 +612,7 @@ async def test_a_failing_migrate_is_retried_and_reported_and_a_shards_change_mea
     c = cluster_factory("mf")
     c.create(mode="cluster", shards=4, replicasPerShard=0, downAfterMilliseconds=2000)
     await eventually(lambda: cluster_ready(c, 4, 0), within=150, what="4 shards Running", interval=0.3)
-    await fill(c.pod_ip("mf-0"), 5000)
+    await fill(c.pod_ip("mf-0"), 5000, password=c.password())
     staying = ["mf-0", "mf-1", "mf-2"]
     for pod in staying:  # the targets of the scale-in refuse every write: MIGRATE gets -OOM back
         client = await c.redis(pod)
@@ -626,9 +628,12 @@ async def test_a_failing_migrate_is_retried_and_reported_and_a_shards_change_mea
         return "failed steps retried" in message and "OOM" in message
 
     await eventually(failing_reported, within=90, what="the failing MIGRATE in the condition", interval=0.3)
-    events = c.envtest.http.get(f"/api/v1/namespaces/{c.namespace}/events")["items"]
-    warned = [e["message"] for e in events if e["reason"] == "SlotMigrationFailed"]
-    assert warned
+
+    async def warned_events() -> list[str]:  # the recorder writes Events in the background
+        events = c.envtest.http.get(f"/api/v1/namespaces/{c.namespace}/events")["items"]
+        return [e["message"] for e in events if e["reason"] == "SlotMigrationFailed"]
+
+    warned = await eventually(warned_events, within=30, what="an Event SlotMigrationFailed", interval=0.3)
     assert all("OOM" in m for m in warned), warned
     labels = {"namespace": c.namespace, "name": c.name}
     assert (registry.get_sample_value("rediscluster_migrate_errors_total", labels) or 0) >= 1
@@ -656,8 +661,8 @@ async def test_a_failing_migrate_is_retried_and_reported_and_a_shards_change_mea
     await eventually(
         lambda: _true(len(c.pods()) == 3), within=90, what="the 4th shard's pod gone", interval=0.5
     )
-    assert_check_clean(await cluster_check(c.pod_ip("mf-0")), masters=3)
-    assert await all_seeds_readable(c.pod_ip("mf-0"), 5000) == []
+    assert_check_clean(await cluster_check(c.pod_ip("mf-0"), password=c.password()), masters=3)
+    assert await all_seeds_readable(c.pod_ip("mf-0"), 5000, password=c.password()) == []
     assert await keys_on_masters(c) == 5000  # none lost, none left on two nodes
     assert conditions(c)["Resharding"]["reason"] == "Balanced"
     completed = [
@@ -674,11 +679,13 @@ async def test_every_pod_deleted_at_once_with_persistence_reforms_at_the_new_ips
     c = cluster_factory("pr")
     c.create(mode="cluster", shards=3, replicasPerShard=0, enablePersistence=True, storageSize="64Mi")
     await eventually(lambda: cluster_ready(c, 3, 0), within=180, what="3 shards Running", interval=0.3)
-    await fill(c.pod_ip("pr-0"), 3000)
+    await fill(c.pod_ip("pr-0"), 3000, password=c.password())
     old = {pod: c.pod_ip(pod) for pod in c.pods()}
     ids = {}
     for pod, ip in old.items():  # the whole dataset into each AOF's base file, fsynced
-        client = aioredis.Redis(host=ip, port=6379, socket_timeout=5, decode_responses=True)
+        client = aioredis.Redis(
+            host=ip, port=6379, password=c.password(), socket_timeout=5, decode_responses=True
+        )
         try:
             ids[pod] = await client.execute_command("CLUSTER", "MYID")  # type: ignore[no-untyped-call]
             await client.execute_command("BGREWRITEAOF")  # type: ignore[no-untyped-call]
@@ -703,11 +710,13 @@ async def test_every_pod_deleted_at_once_with_persistence_reforms_at_the_new_ips
         return await cluster_ready(c, 3, 0)
 
     await eventually(reformed, within=240, what="the cluster re-formed at new IPs", interval=0.5)
-    assert_check_clean(await cluster_check(c.pod_ip("pr-2")), masters=3)
+    assert_check_clean(await cluster_check(c.pod_ip("pr-2"), password=c.password()), masters=3)
     for pod in c.pods():  # the same nodes (IDs kept in nodes.conf on the PVC), at their new IPs
-        client = aioredis.Redis(host=c.pod_ip(pod), port=6379, socket_timeout=5, decode_responses=True)
+        client = aioredis.Redis(
+            host=c.pod_ip(pod), port=6379, password=c.password(), socket_timeout=5, decode_responses=True
+        )
         try:
             assert await client.execute_command("CLUSTER", "MYID") == ids[pod]  # type: ignore[no-untyped-call]
         finally:
             await client.aclose()
-    assert await all_seeds_readable(c.pod_ip("pr-0"), 3000) == []
+    assert await all_seeds_readable(c.pod_ip("pr-0"), 3000, password=c.password()) == []

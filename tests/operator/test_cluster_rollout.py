@@ -80,7 +80,7 @@ async def test_an_image_change_is_rolled_one_shard_at_a_time_with_one_planned_fa
     assert status["currentRevision"] == old_revision
     masters = {s["index"]: s["master"] for s in status["shards"]}
     uids = {name: p["metadata"]["uid"] for name, p in c.pods().items()}
-    writer = Writer(c.pod_ip("croll-0")).start()
+    writer = Writer(c.pod_ip("croll-0"), password=c.password()).start()
     watch = Watch(c, 6)
     try:
         async with PodSampler(c, watch):
@@ -116,7 +116,7 @@ async def test_an_image_change_is_rolled_one_shard_at_a_time_with_one_planned_fa
     assert events(c, "ShardTakeover") == [], story
     writer.ip = c.pod_ip(final[0])
     assert await writer.missing() == []
-    assert_check_clean(await cluster_check(writer.ip), masters=3)
+    assert_check_clean(await cluster_check(writer.ip, password=c.password()), masters=3)
     print(
         f"cluster rollout of 6 pods: {len(writer.acked)} acknowledged writes, {writer.errors} client errors"
     )

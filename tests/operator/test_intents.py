@@ -51,9 +51,12 @@ async def served_by(c: Cluster, service: str, connections: int = 40) -> set[str]
     40 connections reach each of two endpoints but with a chance of 2 in 2**40)."""
     ip = c.envtest.http.get(f"/api/v1/namespaces/{c.namespace}/services/{service}")["spec"]["clusterIP"]
     pods = await run_ids(c)
+    password = c.password()
     seen = set()
     for _ in range(connections):
-        client = aioredis.Redis(host=ip, port=6379, socket_timeout=2, socket_connect_timeout=2)
+        client = aioredis.Redis(
+            host=ip, port=6379, password=password, socket_timeout=2, socket_connect_timeout=2
+        )
         try:
             seen.add(pods.get(str((await client.info("server"))["run_id"]), "?"))
         finally:

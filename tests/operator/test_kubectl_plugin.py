@@ -118,7 +118,8 @@ async def test_status_of_a_healthy_then_degraded_cluster_matches_the_golden_scre
     lines = events.splitlines()
     assert len(lines) == 6
     assert "  <age>  Normal  MasterElected: kp-0 is the master (epoch 1)" in lines
-    start_up = r"  <age>  Normal  (MasterElected|SuccessfulCreate|Scheduled|Pulled|Created|Started): .+"
+    reasons = "MasterElected|PasswordGenerated|SuccessfulCreate|Scheduled|Pulled|Created|Started"
+    start_up = rf"  <age>  Normal  ({reasons}): .+"  # PasswordGenerated: auth is on by default
     assert all(re.fullmatch(start_up, line) for line in lines), lines
     assert "\033[" not in screen  # not a terminal: no colour
 

@@ -1,8 +1,8 @@
 """Security of a RedisCluster on the real control plane and real redis-server (issue 24).
 
-- ``auth: {}``: the operator generates a random password in the Secret ``<name>-auth`` it
-  controls; the status names the Secret (never the value); an unauthenticated client is refused,
-  the generated password works, the replica logs in with it too;
+- no ``auth`` (the default, as ``auth: {}``): the operator generates a random password in the
+  Secret ``<name>-auth`` it controls; the status names the Secret (never the value); an
+  unauthenticated client is refused, the generated password works, the replica logs in with it;
 - ``auth: {enabled: false}``: explicitly open;
 - never adopt: a ``<name>-auth`` Secret the cluster does not control is neither changed nor
   used; an Event ``Conflict`` names it and nothing is created; a ``<name>-config`` ConfigMap
@@ -38,7 +38,8 @@ async def test_a_generated_password_is_required_and_an_explicitly_disabled_auth_
     operator: RunningOperator, cluster_factory: Callable[[str], Cluster]
 ) -> None:
     c = cluster_factory("genpw")
-    status = await c.create_ready(2, downAfterMilliseconds=2000, auth={})
+    status = await c.create_ready(2, downAfterMilliseconds=2000)  # no auth: on by default (issue 24)
+    assert c.get()["spec"]["auth"] == {"enabled": True}  # the CRD's default, as stored
     assert status["authSecret"] == "genpw-auth"
     secret = c.envtest.http.get(f"/api/v1/namespaces/{c.namespace}/secrets/genpw-auth")
     (owner,) = secret["metadata"]["ownerReferences"]
@@ -103,11 +104,11 @@ async def test_a_child_name_taken_by_a_foreign_object_is_a_conflict_and_nothing_
     assert ready["status"] == "False"
     assert "ConfigMap squat-config exists and is not controlled by this RedisCluster" in ready["message"]
 
-    def conflict_event() -> bool:  # the recorder writes Events in the background
+    async def conflict_event() -> bool:  # the recorder writes Events in the background
         events = c.envtest.http.get(f"/api/v1/namespaces/{c.namespace}/events")["items"]
         return any(e["reason"] == "Conflict" and "ConfigMap squat-config" in e["message"] for e in events)
 
-    await eventually(conflict_event, within=30, what="an Event Conflict naming squat-config", interval=0.2)
+    await eventually(conflict_event, within=30, what="an Event Conflict naming the ConfigMap", interval=0.2)
     live = c.envtest.http.get(f"{path}/squat-config")
     assert live["data"] == {"redis.conf": "someone else's"}
     assert "ownerReferences" not in live["metadata"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import ssl
 import subprocess
 from collections.abc import Callable
@@ -39,6 +40,7 @@ def _tls_client(c: Cluster, pod: str, ca: bytes) -> aioredis.Redis:
         ssl_ca_data=ca.decode(),
         ssl_check_hostname=False,
         ssl_cert_reqs="required",
+        password=c.password(),
         socket_timeout=2,
         socket_connect_timeout=2,
         decode_responses=True,
@@ -60,8 +62,12 @@ async def _served_serial(ip: str, ca: bytes) -> int | None:
     return int(x509.load_der_x509_certificate(der).serial_number)
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["redis-cli", *args], capture_output=True, text=True, timeout=10, check=False)
+def _cli(*args: str, password: str | None = None) -> subprocess.CompletedProcess[str]:
+    """redis-cli ``args``; ``password`` through REDISCLI_AUTH (never argv)."""
+    env = {**os.environ, **({"REDISCLI_AUTH": password} if password is not None else {})}
+    return subprocess.run(
+        ["redis-cli", *args], capture_output=True, text=True, timeout=10, check=False, env=env
+    )
 
 
 def _condition(c: Cluster, type_: str) -> dict[str, Any]:
@@ -153,13 +159,16 @@ async def _tls_only_and_replicating(
     ip = c.pod_ip(master)
     ca_file = tmp / "ca.crt"
     ca_file.write_bytes(ca.pem)
-    secure = _cli("--tls", "--cacert", str(ca_file), "-h", ip, "-p", "6379", "ping")
+    secure = _cli("--tls", "--cacert", str(ca_file), "-h", ip, "-p", "6379", "ping", password=c.password())
     assert secure.stdout.strip() == "PONG", secure
-    plain = _cli("-h", ip, "-p", "6379", "ping")
+    plain = _cli("-h", ip, "-p", "6379", "ping", password=c.password())
     assert "PONG" not in plain.stdout, plain
     untrusted = tmp / "other-ca.crt"
     untrusted.write_bytes(CertAuthority("another CA").pem)
-    assert "PONG" not in _cli("--tls", "--cacert", str(untrusted), "-h", ip, "-p", "6379", "ping").stdout
+    untrusted_ping = _cli(
+        "--tls", "--cacert", str(untrusted), "-h", ip, "-p", "6379", "ping", password=c.password()
+    )
+    assert "PONG" not in untrusted_ping.stdout
     client = _tls_client(c, replica, ca.pem)
     info = await client.info("replication")
     assert info["master_link_status"] == "up"

@@ -94,7 +94,11 @@ def served(redis_servers: RedisServers, tmp_path: Path) -> set[str]:
     with node.client() as c:
         c.execute_command("CLUSTER", "ADDSLOTSRANGE", "0", "16383")
     spec = exporter_container(
-        RedisCluster.model_validate({"metadata": {"name": "rc", "namespace": "ns"}}), image="exporter"
+        # the test's servers are open: an explicitly open cluster (auth is on by default)
+        RedisCluster.model_validate(
+            {"metadata": {"name": "rc", "namespace": "ns"}, "spec": {"auth": {"enabled": False}}}
+        ),
+        image="exporter",
     )
     names: set[str] = set()
     for server in (master, replica, node):

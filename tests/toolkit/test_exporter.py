@@ -49,7 +49,10 @@ def test_the_sidecar_is_restricted_and_listens_on_the_pods_ip() -> None:
     assert "--config-command=-" in c["args"]  # no CONFIG GET: it would show masterauth
     assert c["ports"] == [{"name": "redis-metrics", "containerPort": 9121, "protocol": "TCP"}]
     assert env_of(c)["REDIS_ADDR"] == "redis://$(POD_IP):6379"
-    assert "REDIS_PASSWORD" not in env_of(c)  # no auth: none
+    # auth is on by default: the generated <name>-auth Secret; only an explicitly open cluster has none
+    assert env_of(c)["REDIS_PASSWORD"] == {"secretKeyRef": {"name": "rc-auth", "key": "password"}}
+    open_ = exporter.exporter_container(cluster(auth={"enabled": False}), image=IMAGE)
+    assert "REDIS_PASSWORD" not in env_of(open_)
     assert "volumeMounts" not in c
 
 
@@ -200,7 +203,9 @@ def test_tls_with_the_name_and_chain_verified(
     redis_servers: RedisServers, tmp_path: Path, ca: CertAuthority
 ) -> None:
     port, files = tls_server(redis_servers, tmp_path, ca, hosts=("localhost",))
-    spec = exporter.exporter_container(cluster(tls={"secretName": "rc-tls"}), image=IMAGE)
+    spec = exporter.exporter_container(
+        cluster(tls={"secretName": "rc-tls"}, auth={"enabled": False}), image=IMAGE
+    )
     # The pod's DNS name does not resolve here: the test's server is "localhost", which its
     # certificate names as the pod's must name <pod>.<name>-headless.<namespace>.svc.cluster.local
     # (tests/operator/test_exporter_in_cluster.py: the real name, in a cluster).

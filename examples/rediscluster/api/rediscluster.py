@@ -29,19 +29,27 @@ from pydantic import ConfigDict, Field, JsonValue, model_validator
 
 from examples.rediscluster.api import redisconf
 from examples.rediscluster.api.backup import ArchiveStatus, BackupSchedule, RestoreSource
-from examples.rediscluster.api.scheduling import Affinity, Toleration, TopologySpreadConstraint
+from examples.rediscluster.api.scheduling import (
+    Affinity,
+    LabelSelector,
+    Toleration,
+    TopologySpreadConstraint,
+)
 from pyctrl.client.gvk import GroupVersionKind
 from pyctrl.client.objects.meta import Condition, KubeModel, KubeObject
 from pyctrl.conversion import Hub
 from pyctrl.crdgen import CRDMeta, PrinterColumn, Quantity, ScaleSubresource
 
 __all__ = [
+    "CLIENT_LABEL",
     "DEFAULT_EXPORTER_IMAGE",
     "DEFAULT_IMAGE",
     "MAX_NAME_LENGTH",
     "NAME_RULES",
     "ClusterMode",
     "Monitoring",
+    "NetworkPolicyConfig",
+    "NetworkPolicyPeer",
     "NodeLoss",
     "RedisAuth",
     "RedisCluster",
@@ -237,6 +245,59 @@ class NodeLoss(KubeModel):
     """How long the node must have been unreachable (and the pod's Redis silent) first."""
 
 
+#: the label of the pods (in the cluster's namespace) that may reach a cluster's Redis port
+#: through its NetworkPolicy: ``redis.pyctrl.dev/client: <cluster name>``
+CLIENT_LABEL = "redis.pyctrl.dev/client"
+#: at most this many ``spec.networkPolicy.clients``
+MAX_CLIENT_PEERS = 16
+
+
+class NetworkPolicyPeer(KubeModel):
+    """Pods allowed to reach the Redis port (a networking/v1 NetworkPolicyPeer without ipBlock):
+    ``podSelector`` alone selects pods of the cluster's namespace, ``namespaceSelector`` alone every
+    pod of those namespaces, both together those pods of those namespaces."""
+
+    model_config = ConfigDict(
+        **_SPEC_CONFIG,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "has(self.podSelector) || has(self.namespaceSelector)",
+                    "message": "a networkPolicy.clients entry needs podSelector or namespaceSelector",
+                }
+            ]
+        },
+    )
+
+    pod_selector: LabelSelector | None = None
+    """Pods with these labels."""
+    namespace_selector: LabelSelector | None = None
+    """Namespaces with these labels ({} for every namespace)."""
+
+    @model_validator(mode="after")
+    def _needs_a_selector(self) -> NetworkPolicyPeer:  # the CEL rule above, for model_validate
+        if self.pod_selector is None and self.namespace_selector is None:
+            raise ValueError("a networkPolicy.clients entry needs podSelector or namespaceSelector")
+        return self
+
+
+class NetworkPolicyConfig(KubeModel):
+    """The NetworkPolicy ``<name>`` the operator keeps for the cluster (on by default): the Redis
+    port is reachable only from the cluster's own pods, its backup and restore Jobs, the operator's
+    pods, pods of this namespace labelled ``redis.pyctrl.dev/client: <name>`` and ``clients``; the
+    cluster bus port (cluster mode) only from the cluster's own pods; the exporter's metrics port
+    from the monitoring namespaces the operator is configured with. Enforced only where the
+    cluster's network plugin implements NetworkPolicy."""
+
+    model_config = _SPEC_CONFIG
+
+    enabled: bool = True
+    """false: no NetworkPolicy (the operator deletes the one it made): every pod that can reach
+    the pods may connect (the password still applies)."""
+    clients: list[NetworkPolicyPeer] = Field(default_factory=list, max_length=MAX_CLIENT_PEERS)
+    """More pods allowed to reach the Redis port."""
+
+
 DEFAULT_EXPORTER_IMAGE = "oliver006/redis_exporter:v1.74.0"
 
 
@@ -292,9 +353,9 @@ class RedisClusterSpec(KubeModel):
         default=None, min_length=1, json_schema_extra=_cel(_IMMUTABLE, "spec.storageClassName is immutable")
     )
     """StorageClass of the volumes (the cluster's default class when omitted); immutable."""
-    auth: RedisAuth | None = None
-    """Password authentication; none when omitted (every client that reaches the pods may use
-    them). ``{}``: a generated password in the Secret ``<name>-auth``; ``{enabled: false}``: open."""
+    auth: RedisAuth = Field(default_factory=RedisAuth)
+    """Password authentication, on by default: omitted or ``{}``, a generated password in the
+    Secret ``<name>-auth``; ``passwordSecret``, the user's; ``{enabled: false}``: open."""
     users: list[RedisUser] | None = Field(
         default=None,
         max_length=MAX_USERS,
@@ -333,6 +394,8 @@ class RedisClusterSpec(KubeModel):
     """Seed the cluster when it is created: from a RedisBackup, or from an archive at a second."""
     monitoring: Monitoring = Field(default_factory=Monitoring)
     """Redis metrics: the redis_exporter sidecar (on by default)."""
+    network_policy: NetworkPolicyConfig = Field(default_factory=NetworkPolicyConfig)
+    """The cluster's NetworkPolicy (on by default): who may reach the Redis, bus and metrics ports."""
 
 
 class RedisClusterPhase(enum.StrEnum):

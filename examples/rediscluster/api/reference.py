@@ -29,13 +29,18 @@ from pydantic_core import PydanticUndefined
 
 from examples.rediscluster.api.backup import RedisBackupSpec
 from examples.rediscluster.api.rediscluster import RedisClusterSpec
-from examples.rediscluster.api.scheduling import Affinity, Toleration, TopologySpreadConstraint
+from examples.rediscluster.api.scheduling import (
+    Affinity,
+    LabelSelector,
+    Toleration,
+    TopologySpreadConstraint,
+)
 
 __all__ = ["EXAMPLES", "OUTPUT", "Field", "fields", "render"]
 
 OUTPUT = Path(__file__).resolve().parents[3] / "docs" / "operator" / "spec.md"
 #: core/v1 types: one entry each, not recursed into
-_OPAQUE: tuple[type, ...] = (Affinity, Toleration, TopologySpreadConstraint)
+_OPAQUE: tuple[type, ...] = (Affinity, LabelSelector, Toleration, TopologySpreadConstraint)
 
 #: an example for each field whose default says nothing (required fields, optional ones)
 EXAMPLES: dict[str, object] = {
@@ -53,6 +58,14 @@ EXAMPLES: dict[str, object] = {
     "spec.tls": {"secretName": "redis-tls"},
     "spec.tls.secretName": "redis-tls",
     "spec.redisConfig": {"maxmemory-policy": "allkeys-lru"},
+    "spec.networkPolicy.clients": [
+        {
+            "namespaceSelector": {"matchLabels": {"team": "shop"}},
+            "podSelector": {"matchLabels": {"app": "web"}},
+        }
+    ],
+    "spec.networkPolicy.clients[].podSelector": {"matchLabels": {"app": "web"}},
+    "spec.networkPolicy.clients[].namespaceSelector": {"matchLabels": {"team": "shop"}},
     "spec.resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}},
     "spec.resources.limits": {"cpu": "1", "memory": "1Gi"},
     "spec.resources.requests": {"cpu": "250m", "memory": "256Mi"},
@@ -204,7 +217,7 @@ def fields(model: type[BaseModel], prefix: str = "spec") -> Iterator[Field]:
         if info.default_factory is not None:
             default = info.default_factory()  # type: ignore[call-arg]
         if isinstance(default, BaseModel):
-            default = default.model_dump(by_alias=True)
+            default = default.model_dump(by_alias=True, exclude_none=True)
         yield Field(path, _type_name(info.annotation), default, _text(info), _bounds(info))
         inner, many = _model_of(info.annotation)
         if inner is not None and not issubclass(inner, _OPAQUE):

@@ -52,6 +52,7 @@ from examples.rediscluster.api.rediscluster import (
     DEFAULT_IMAGE,
     NAME_RULES,
     Monitoring,
+    NetworkPolicyConfig,
     NodeLoss,
     RedisAuth,
     RedisCluster,
@@ -249,8 +250,8 @@ class RedisClusterSpecV1beta1(KubeModel):
     """Automatic failover and node loss."""
     placement: Placement = Field(default_factory=Placement)
     """Pod placement."""
-    auth: RedisAuth | None = None
-    """Password authentication; none when omitted."""
+    auth: RedisAuth = Field(default_factory=RedisAuth)
+    """Password authentication, on by default (a generated password in ``<name>-auth``)."""
     users: list[RedisUser] | None = Field(
         default=None,
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
@@ -266,6 +267,8 @@ class RedisClusterSpecV1beta1(KubeModel):
     """Seed the cluster from a RedisBackup when it is created."""
     monitoring: Monitoring = Field(default_factory=Monitoring)
     """Redis server metrics: the redis_exporter sidecar."""
+    network_policy: NetworkPolicyConfig = Field(default_factory=NetworkPolicyConfig)
+    """The cluster's NetworkPolicy (on by default): who may reach the Redis, bus and metrics ports."""
 
 
 class RedisClusterV1beta1(KubeObject):
@@ -315,6 +318,7 @@ class RedisClusterV1beta1(KubeObject):
             backup=s.backup,
             restore_from=s.restore_from,
             monitoring=s.monitoring,
+            network_policy=s.network_policy,
         )
         metadata = self.metadata.model_copy(deep=True)
         annotations = dict(metadata.annotations or {})
@@ -363,6 +367,7 @@ class RedisClusterV1beta1(KubeObject):
             backup=h.backup,
             restore_from=h.restore_from,
             monitoring=h.monitoring,
+            network_policy=h.network_policy,
         )
         return cls(metadata=metadata, spec=spec, status=hub.status)
 

@@ -16,7 +16,10 @@ Guarantees:
 - a TLS cluster's backup connects with TLS and verifies the server against ``ca.crt``, the only
   key of the cluster's TLS Secret the Job mounts (never ``tls.key``);
 - the pod has no service-account token (it needs no API access: its result is its termination
-  message) and a memory limit (the worker streams; 256 Mi is room to spare).
+  message) and a memory limit (the worker streams; 256 Mi is room to spare);
+- Pod Security "restricted" (``shared.security.podsecurity``): the Jobs run as the operator
+  image's user (65532), the restore init container as the Redis pod's (999), every container
+  with no privilege escalation, no capability, a read-only root filesystem.
 """
 
 from __future__ import annotations
@@ -26,6 +29,12 @@ from typing import Any
 
 from examples.rediscluster.api.backup import BackupDestination, RedisBackup
 from examples.rediscluster.backup.worker import EXIT_PERMANENT
+from examples.rediscluster.shared.security.podsecurity import (
+    TMP_MOUNT,
+    WORKER_UID,
+    container_security_context,
+    restrict_pod,
+)
 
 __all__ = [
     "BACKUP_LABEL",
@@ -184,13 +193,12 @@ def job_of(
     pod_volumes, _ = restore_volumes(backup.spec.destination)
     pod: dict[str, Any] = {
         "restartPolicy": "Never",
-        "automountServiceAccountToken": False,
-        "securityContext": {"fsGroup": 65532},
         "containers": containers,
         "volumes": pod_volumes + (volumes or []),
     }
     if init_containers:
         pod["initContainers"] = init_containers
+    restrict_pod(pod, WORKER_UID)  # Pod Security "restricted", no service-account token
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -280,7 +288,10 @@ def restore_init_container(backup: RedisBackup, image: str) -> dict[str, Any]:
         "command": WORKER_COMMAND,
         "args": args,
         "env": destination_env(backup.spec.destination),
-        "volumeMounts": [{"name": "data", "mountPath": "/data"}, *mounts],
+        "volumeMounts": [{"name": "data", "mountPath": "/data"}, *mounts, dict(TMP_MOUNT)],
         "resources": _RESOURCES,
         "terminationMessagePolicy": "FallbackToLogsOnError",
+        # added to a Redis pod after its template is made "restricted": it runs as the pod's
+        # user (Redis's), so the dump.rdb it writes is Redis's
+        "securityContext": container_security_context(),
     }

@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from examples.rediscluster.api import RedisCluster, name_problem
+from examples.rediscluster.shared.networkpolicy import NetworkPolicy
 from examples.rediscluster.shared.resources import InvalidSpec, parse_quantity
 from pyctrl.client import Client, ConfigMap, Service, StatefulSet
 from pyctrl.client.errors import NotFound
@@ -44,6 +45,7 @@ _TYPED: dict[str, type[KubeObject]] = {
     "Service": Service,
     "StatefulSet": StatefulSet,
     "PodDisruptionBudget": PodDisruptionBudget,
+    "NetworkPolicy": NetworkPolicy,
 }
 
 

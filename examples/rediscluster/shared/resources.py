@@ -12,7 +12,9 @@ Children (each carries a controller ownerReference to the RedisCluster, set by t
 - StatefulSet ``<name>`` (with ``spec.monitoring.exporter``, the ``redis_exporter`` sidecar of
   ``shared.exporter`` beside the ``redis`` container; Parallel pod management;
   ``updateStrategy: OnDelete``, the operator rolls a new template itself, see ``rollout``; one
-  PVC per pod with persistence; pods spread over nodes and zones by default, see ``scheduling``);
+  PVC per pod with persistence; pods spread over nodes and zones by default, see ``scheduling``;
+  Pod Security "restricted": uid/gid 999, every container unprivileged with a read-only root and
+  no service-account token, see ``security.podsecurity``);
 - PodDisruptionBudget ``<name>`` (``maxUnavailable: 1``): a drain evicts one pod at a time.
 
 Planned switchover on deletion (a drain, an eviction, a rolling update): the container's preStop
@@ -42,6 +44,7 @@ from typing import Any
 from examples.rediscluster.api import RedisCluster, RedisClusterSpec, redisconf
 from examples.rediscluster.api.scheduling import pod_scheduling
 from examples.rediscluster.shared.security import auth, tls, users
+from examples.rediscluster.shared.security.podsecurity import REDIS_UID, restrict_pod
 
 __all__ = [
     "FENCE_HOST",
@@ -440,6 +443,7 @@ def statefulset(
         ]
     else:
         volumes.append({"name": "data", "emptyDir": {}})
+    restrict_pod(sts_spec["template"]["spec"], REDIS_UID)  # Pod Security "restricted" (podsecurity)
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",

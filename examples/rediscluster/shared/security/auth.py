@@ -2,7 +2,8 @@
 
 - :func:`password_ref`: which Secret key holds it — the spec's ``auth.passwordSecret``, else (for
   ``auth: {}``) the Secret ``<name>-auth`` (key ``password``) the operator generates
-  (:func:`ensure_generated`); None without ``auth`` or with ``auth: {enabled: false}``;
+  (:func:`ensure_generated`), also when ``auth`` is omitted (the default); None only with
+  ``auth: {enabled: false}``;
 - :func:`ensure_generated`: creates ``<name>-auth`` once, with 32 random bytes (URL-safe base64)
   and this cluster's controller reference; an existing one is kept as it is. A Secret of that
   name this cluster does not control is never adopted or changed: an Event ``Conflict`` naming
@@ -52,9 +53,9 @@ class SecretUnusable(Exception):
 
 
 def auth_enabled(spec: RedisClusterSpec) -> bool:
-    """Whether clients and replicas need a password: ``auth`` present and not ``enabled: false``.
-    (Issue 24 makes a password the default for a spec without ``auth``: the one place to flip.)"""
-    return spec.auth is not None and spec.auth.enabled
+    """Whether clients and replicas need a password: always, unless ``auth: {enabled: false}``
+    (an omitted ``auth`` is ``{}``: a generated password)."""
+    return spec.auth.enabled
 
 
 def generated_secret_name(cluster: RedisCluster) -> str:
@@ -66,7 +67,7 @@ def password_ref(cluster: RedisCluster) -> tuple[str, str] | None:
     auth = cluster.spec.auth
     if not auth_enabled(cluster.spec):
         return None
-    if auth is not None and auth.password_secret is not None:
+    if auth.password_secret is not None:
         return auth.password_secret.name, auth.password_secret.key
     return generated_secret_name(cluster), GENERATED_KEY
 
@@ -82,7 +83,7 @@ async def ensure_generated(
     """Create ``<name>-auth`` when the cluster's password is generated and it does not exist yet
     (module docstring: never adopted, never rewritten)."""
     auth = cluster.spec.auth
-    if not auth_enabled(cluster.spec) or (auth is not None and auth.password_secret is not None):
+    if not auth_enabled(cluster.spec) or auth.password_secret is not None:
         return
     name = generated_secret_name(cluster)
     try:

@@ -56,9 +56,9 @@ test: bootstrap
 
 # End-to-end on real nodes (upstream kubelet + containerd + runc, kube-proxy, CoreDNS): builds the
 # node binaries and images (and the operator image, `make image`) when missing, then tests/realnode
-# (not part of `make test`).
+# and the sharded-operators test on the local node (neither part of `make test`).
 e2e: bootstrap node node-images image
-	PYCTRL_E2E=1 $(PY) -m pytest tests/realnode -p no:cacheprovider $(PYTEST_ARGS)
+	PYCTRL_E2E=1 $(PY) -m pytest tests/realnode tests/operator/test_sharded_operators.py -p no:cacheprovider $(PYTEST_ARGS)
 
 # The guide (docs/): Sphinx, warnings are errors, a fresh build each time; the trace example in it
 # starts its own control plane. Open docs/_build/html/index.html.

@@ -10,8 +10,10 @@ from pyctrl.envtest._process import pid_alive
 
 pytest_plugins = ["pyctrl.envtest.pytest_plugin"]
 
-# Real nodes (kubelet, containerd, kube-proxy; minutes): `make e2e` only, which sets PYCTRL_E2E=1.
-collect_ignore = [] if os.environ.get("PYCTRL_E2E") == "1" else ["realnode"]
+# Real nodes (kubelet, containerd, kube-proxy; minutes), and three sharded operator replicas over
+# 20 RedisClusters (40 redis-servers; minutes): `make e2e` only, which sets PYCTRL_E2E=1.
+E2E_ONLY = ["realnode", "operator/test_sharded_operators.py"]
+collect_ignore = [] if os.environ.get("PYCTRL_E2E") == "1" else E2E_ONLY
 
 
 @pytest.hookimpl(trylast=True)

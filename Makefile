@@ -59,13 +59,13 @@ test: bootstrap
 
 # End-to-end on real nodes (upstream kubelet + containerd + runc, kube-proxy, CoreDNS): builds the
 # node binaries and images (and the operator image, `make image`) when missing, then tests/realnode
-# (not part of `make test`).
-# It also runs the HorizontalPodAutoscaler test, which needs metrics-server.
+# and, on the local node, the sharded-operators test and the HorizontalPodAutoscaler test (which
+# needs metrics-server) — none of them part of `make test`.
 e2e: bootstrap node node-images image metrics-server
 	PYCTRL_E2E=1 $(PY) -m pytest tests/realnode $(E2E_CONTROLPLANE_TESTS) -p no:cacheprovider $(PYTEST_ARGS)
 
 # e2e tests on the local node that `make test` leaves out (see tests/conftest.py)
-E2E_CONTROLPLANE_TESTS = tests/operator/test_autoscaling.py
+E2E_CONTROLPLANE_TESTS = tests/operator/test_sharded_operators.py tests/operator/test_autoscaling.py
 
 # The guide (docs/): Sphinx, warnings are errors, a fresh build each time; the trace example in it
 # starts its own control plane. Open docs/_build/html/index.html.

@@ -10,6 +10,9 @@ default 4 workers), then grows the fleet scale by scale (replication mode, 2 pod
 - **steady CPU**: the operator's CPU seconds over ``--window`` seconds of an idle fleet, per
   managed cluster per minute (the prober's rounds and periodic requeues are what it pays);
 - **RSS per cluster**: the operator's RSS growth since its start with no cluster, per cluster;
+- **probe traffic**: connections accepted per pod per minute by ``fleet-0``'s pods over the same
+  window (INFO ``total_connections_received``): the prober's connections (one per probe with a
+  fresh connection each, about none with kept ones), with the load average at the window's end;
 - **failover, fleet idle**: ``--runs`` times, the master of cluster ``fleet-0`` is crashed
   (``SHUTDOWN NOSAVE``) while a writer ``SET``s on the pod labelled master; the time from the crash
   to the first write acknowledged (``OK``) by another pod;
@@ -23,7 +26,11 @@ default 4 workers), then grows the fleet scale by scale (replication mode, 2 pod
 Medians over the runs. RATIO lines: ``fleet_failover_busy_vs_lone`` (busy over idle failover at
 the largest scale), ``fleet_cpu_per_cluster_growth_50_to_200`` (steady CPU per cluster at 200 over
 at 50; printed only when both ran), ``fleet_rss_per_cluster_mib`` (at the largest scale).
-Figures are printed, never asserted. Everything started is stopped on any exit (Ctrl-C included).
+Figures are printed, never asserted. Everything started is stopped on any exit: on Ctrl-C the
+current measurement is cancelled (the fleet-wide patches and the writer are not waited for), the
+operator gets 5 s to stop, then the control plane and its nodes stop every pod; a further Ctrl-C
+is ignored meanwhile, so the stopping cannot be cut short, and the scales measured so far are
+reported.
 """
 
 from __future__ import annotations
@@ -32,7 +39,9 @@ import argparse
 import asyncio
 import contextlib
 import math
+import os
 import re
+import signal
 import statistics
 import sys
 import time
@@ -45,7 +54,7 @@ import orjson
 
 from benchmarks import _procs
 from benchmarks._failover_run import _inject
-from benchmarks._failover_systems import OperatorSystem, redis_client, until
+from benchmarks._failover_systems import OperatorSystem, redis_client, redis_info, until
 from pyctrl.client import load_kubeconfig
 from pyctrl.client.rest import Transport
 from pyctrl.envtest import Environment
@@ -150,9 +159,12 @@ class Writer:
         self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
+        """Stop writing: the loop ends after its current command (0.5 s timeouts), else it is
+        cancelled."""
         self._stop.set()
         if self._task is not None:
-            await self._task
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(self._task, 5)
 
     async def _run(self) -> None:
         i = 0
@@ -188,7 +200,11 @@ async def failover(system: FleetCluster, t: Transport, busy_clusters: int, round
         if busy_clusters:
             busy = asyncio.create_task(touch_all(t, busy_clusters, round_))
         crashed = time.monotonic()
-        await _inject("crash", system.pods[old])
+        try:
+            await _inject("crash", system.pods[old])
+        except Exception as exc:  # the master did not answer in time (a loaded machine): no figure
+            print(f"  could not crash {old}: {exc}", flush=True)
+            return None
         deadline = crashed + 90
         while time.monotonic() < deadline:
             first = next((at for at, pod in writer.acked if pod != old and at > crashed), None)
@@ -196,10 +212,15 @@ async def failover(system: FleetCluster, t: Transport, busy_clusters: int, round
                 return first - crashed
             await asyncio.sleep(0.02)  # poll interval, bounded by the deadline
         return None
+    except BaseException:  # interrupted: the fleet's patches are not waited for
+        if busy is not None:
+            busy.cancel()
+        raise
     finally:
         await writer.stop()
         if busy is not None:
-            await busy
+            with contextlib.suppress(asyncio.CancelledError):
+                await busy
 
 
 async def _true(value: bool) -> bool:
@@ -247,6 +268,8 @@ class Scale:
     clusters: int
     cpu_per_cluster_min: float = 0.0
     rss_per_cluster_mib: float = 0.0
+    probe_connections_per_pod_min: float | None = None
+    load: tuple[float, float, float] = (0.0, 0.0, 0.0)
     lone: list[float | None] = field(default_factory=list)
     busy: list[float | None] = field(default_factory=list)
     latency: dict[str, float | None] = field(default_factory=dict)
@@ -261,7 +284,10 @@ def _s(value: float | None, unit: str = "s") -> str:
     return "-" if value is None else f"{value:.3f}{unit}"
 
 
-async def measure(scales: list[int], args: argparse.Namespace, env: Environment, t: Transport) -> list[Scale]:
+async def measure(
+    scales: list[int], args: argparse.Namespace, env: Environment, t: Transport, results: list[Scale]
+) -> None:
+    """Measure each scale in turn, appending its row to ``results`` as soon as it is complete."""
     metrics = free_port()
     argv = [sys.executable, "-m", "examples.rediscluster", f"--kubeconfig={env.kubeconfig_path}"]
     argv += [
@@ -270,7 +296,6 @@ async def measure(scales: list[int], args: argparse.Namespace, env: Environment,
         f"--health-probe-bind-address=127.0.0.1:{free_port()}",
     ]
     operator = _procs.start("operator", argv, env.log_dir / "fleet-operator.log", cwd=REPO)
-    results: list[Scale] = []
     try:
         await until(_every(lambda: _true(_up(metrics)), 0.5), 60, "the operator serving metrics")
         await _procs.wait_quiet(operator, window=2.0, busy=0.05)
@@ -287,17 +312,6 @@ async def measure(scales: list[int], args: argparse.Namespace, env: Environment,
             have = n
             row = Scale(n)
             await _procs.wait_quiet(operator, window=5.0, busy=0.5, timeout=120)
-            cpu0, at0 = operator.cpu_seconds(), time.monotonic()
-            await asyncio.sleep(args.window)  # the measured window of an idle fleet
-            cpu, span = operator.cpu_seconds() - cpu0, time.monotonic() - at0
-            row.cpu_per_cluster_min = cpu / span * 60 / n
-            row.rss_per_cluster_mib = (operator.rss_mib() - rss0) / n
-            print(
-                f"  steady: {cpu / span * 60:.2f} CPU s/min in all, "
-                f"{row.cpu_per_cluster_min:.3f} per cluster; "
-                f"RSS per cluster {row.rss_per_cluster_mib:.3f} MiB",
-                flush=True,
-            )
             lone = FleetCluster(t, args.down_after_ms, name="fleet-0")
             items = (
                 await t.request_json(
@@ -307,7 +321,25 @@ async def measure(scales: list[int], args: argparse.Namespace, env: Environment,
                 )
             )["items"]
             lone.pods = {p["metadata"]["name"]: p["status"]["podIP"] for p in items}
-            before = scrape(metrics)
+            conns0 = await connections_received(lone)
+            cpu0, at0 = operator.cpu_seconds(), time.monotonic()
+            await asyncio.sleep(args.window)  # the measured window of an idle fleet
+            cpu, span = operator.cpu_seconds() - cpu0, time.monotonic() - at0
+            conns = await connections_received(lone)
+            row.load = os.getloadavg()
+            row.cpu_per_cluster_min = cpu / span * 60 / n
+            row.rss_per_cluster_mib = (operator.rss_mib() - rss0) / n
+            if conns is not None and conns0 is not None:  # less this benchmark's two INFO connections
+                row.probe_connections_per_pod_min = (conns - conns0 - 2) / len(lone.pods) / span * 60
+            print(
+                f"  steady: {cpu / span * 60:.2f} CPU s/min in all, "
+                f"{row.cpu_per_cluster_min:.3f} per cluster; "
+                f"RSS per cluster {row.rss_per_cluster_mib:.3f} MiB; connections opened per pod per "
+                f"minute {_s(row.probe_connections_per_pod_min, '')}; load average "
+                + " ".join(f"{x:.1f}" for x in row.load),
+                flush=True,
+            )
+            before = await asyncio.to_thread(scrape, metrics)
             for k in range(args.runs):
                 for busy in (False, True):
                     took = await failover(lone, t, n if busy else 0, k + 100 * n)
@@ -315,15 +347,32 @@ async def measure(scales: list[int], args: argparse.Namespace, env: Environment,
                     print(
                         f"  run {k + 1} failover, fleet {'busy' if busy else 'idle'}: {_s(took)}", flush=True
                     )
-            after = scrape(metrics)
+            after = await asyncio.to_thread(scrape, metrics)
             for what in ("reconcile", "queue"):
                 for q in (0.5, 0.99):
                     row.latency[f"{what} p{int(q * 100)}"] = quantile(q, before[what], after[what])
             print("  " + ", ".join(f"{k} {_s(v)}" for k, v in row.latency.items()), flush=True)
             results.append(row)
     finally:
-        operator.stop()
-    return results
+        stopping(f"the operator (pid {operator.pid})")
+        operator.stop(grace=5.0)
+
+
+async def connections_received(system: FleetCluster) -> int | None:
+    """Connections ``system``'s pods have accepted (INFO stats), summed; None if one does not answer."""
+    try:
+        infos = [await redis_info(ip, "stats") for ip in system.pods.values()]
+    except Exception:  # a pod failing over: no figure this time
+        return None
+    return sum(int(i["total_connections_received"]) for i in infos)
+
+
+def stopping(what: str) -> None:
+    """From here on the run only stops what it started: a further Ctrl-C is ignored, so it cannot
+    cut the stopping short and leave processes behind."""
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    print(f"stopping {what} (Ctrl-C is ignored until everything started is stopped)", flush=True)
 
 
 def _up(port: int) -> bool:
@@ -338,7 +387,8 @@ def report(results: list[Scale]) -> None:
     print("\nfleet of 2-pod RedisClusters on one operator, medians over the runs:")
     print(
         f"{'clusters':>8} {'CPU s/cluster/min':>18} {'RSS MiB/cluster':>16} {'failover idle':>14} "
-        f"{'failover busy':>14} {'reconcile p50/p99':>20} {'queue wait p50/p99':>20}"
+        f"{'failover busy':>14} {'reconcile p50/p99':>20} {'queue wait p50/p99':>20} "
+        f"{'conns/pod/min':>13} {'load avg 1/5/15':>16}"
     )
     for r in results:
         lat = r.latency
@@ -346,7 +396,8 @@ def report(results: list[Scale]) -> None:
             f"{r.clusters:>8} {r.cpu_per_cluster_min:>18.3f} {r.rss_per_cluster_mib:>16.3f} "
             f"{_s(_median(r.lone)):>14} {_s(_median(r.busy)):>14} "
             f"{_s(lat.get('reconcile p50')) + '/' + _s(lat.get('reconcile p99')):>20} "
-            f"{_s(lat.get('queue p50')) + '/' + _s(lat.get('queue p99')):>20}"
+            f"{_s(lat.get('queue p50')) + '/' + _s(lat.get('queue p99')):>20} "
+            f"{_s(r.probe_connections_per_pod_min, ''):>13} {'/'.join(f'{x:.1f}' for x in r.load):>16}"
         )
     if not results:
         return
@@ -361,17 +412,29 @@ def report(results: list[Scale]) -> None:
     print(f"RATIO fleet_rss_per_cluster_mib {last.rss_per_cluster_mib:.3f}")
 
 
-async def run(args: argparse.Namespace) -> list[Scale]:
+async def run(args: argparse.Namespace, results: list[Scale]) -> None:
     started = time.monotonic()
     nodes = args.nodes or max(1, math.ceil(2 * max(args.scales) / PODS_PER_NODE))
     print(f"control plane with {nodes} local node(s)", flush=True)
-    with Environment(crd_directory_paths=[REPO / "crds"], nodes=nodes) as env:
-        t = Transport(await load_kubeconfig(env.kubeconfig_path))
-        try:
-            return await measure(args.scales, args, env, t)
-        finally:
-            await t.close()
-            print(f"\nbenchmark took {time.monotonic() - started:.0f} s", flush=True)
+    stopped_at = 0.0
+    try:
+        with Environment(crd_directory_paths=[REPO / "crds"], nodes=nodes) as env:
+            try:
+                t = Transport(await load_kubeconfig(env.kubeconfig_path))
+                try:
+                    await measure(args.scales, args, env, t, results)
+                finally:
+                    await t.close()
+            finally:
+                stopping(f"the control plane and its {nodes} node(s) with every pod")
+                stopped_at = time.monotonic()
+    finally:
+        if stopped_at:
+            print(
+                f"the control plane and every pod stopped in {time.monotonic() - stopped_at:.0f} s",
+                flush=True,
+            )
+        print(f"\nbenchmark took {time.monotonic() - started:.0f} s", flush=True)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -401,10 +464,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    results: list[Scale] = []
     try:
-        results = asyncio.run(run(args))
+        asyncio.run(run(args, results))
     except KeyboardInterrupt:
-        print("interrupted; everything started was stopped", file=sys.stderr)
+        print("interrupted; everything started was stopped; the scales measured so far:", file=sys.stderr)
+        report(results)
         return 130
     report(results)
     return 0

@@ -10,9 +10,11 @@ from pyctrl.envtest._process import pid_alive
 
 pytest_plugins = ["pyctrl.envtest.pytest_plugin"]
 
-# Real nodes (kubelet, containerd, kube-proxy; minutes): `make e2e` only, which sets PYCTRL_E2E=1.
-# The HorizontalPodAutoscaler test needs metrics-server, a long cold build that `make e2e` does.
-collect_ignore = [] if os.environ.get("PYCTRL_E2E") == "1" else ["realnode", "operator/test_autoscaling.py"]
+# Real nodes (kubelet, containerd, kube-proxy; minutes), three sharded operator replicas over
+# 20 RedisClusters (40 redis-servers; minutes), and the HorizontalPodAutoscaler test (it needs
+# metrics-server, a long cold build): `make e2e` only, which sets PYCTRL_E2E=1.
+E2E_ONLY = ["realnode", "operator/test_sharded_operators.py", "operator/test_autoscaling.py"]
+collect_ignore = [] if os.environ.get("PYCTRL_E2E") == "1" else E2E_ONLY
 
 
 @pytest.hookimpl(trylast=True)

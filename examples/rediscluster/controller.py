@@ -192,6 +192,12 @@ class RedisClusterReconciler:
         self._forget(cluster.namespace, cluster.name)
         return Result()
 
+    def release(self, request: Request) -> None:
+        """The cluster is no longer this replica's (handed to another member of the sharding ring,
+        or deleted): every room forgets it -- the prober stops probing it, its migration stops,
+        its metrics series go (its new owner reports them)."""
+        self._forget(request.namespace, request.name)
+
     def _forget(self, namespace: str, name: str) -> None:
         self.security.forget(namespace, name)
         for engine in self.engines.values():

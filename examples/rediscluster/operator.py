@@ -6,7 +6,10 @@ status writes), its children (StatefulSet, ConfigMap, Services, PodDisruptionBud
 controller ownerReference), its Pods (by the instance label) and the background health prober
 (a Channel source at ``FAILOVER_PRIORITY``: failover work is handed out before routine requests;
 the settled 30 s look-again is requeued at ``LOW_PRIORITY``), which runs only on the elected
-leader. With ``webhook_port`` set, the manager also serves the validating webhook
+leader. With ``--shard-count`` > 1 each replica reconciles only the RedisClusters it holds in the
+sharding ring, and its prober and slot mover act only on those: a cluster handed to another
+replica (or deleted) is forgotten by every room before the other replica may claim it (the
+fence's release hook). With ``webhook_port`` set, the manager also serves the validating webhook
 (``webhook.py``) and ``/readyz`` waits for it.
 
 Least privilege: Secrets are neither cached nor watched (``disable_cache_for=[Secret]``: any read
@@ -247,6 +250,8 @@ def build_operator(config: Any, options: OperatorOptions) -> Operator:
         .named("rediscluster")
         .complete(reconciler)
     )
+    if mgr.shard_coordinator is not None:  # a cluster handed to another replica: stop probing it
+        mgr.shard_coordinator.gate("rediscluster").on_release(reconciler.release)
     add_backup_controllers(
         mgr,
         options.backup_image,

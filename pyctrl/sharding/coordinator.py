@@ -44,6 +44,13 @@ a clean shutdown releases the member Lease (empty holder) so its objects move wi
 ``retry_period``. Cost: one annotation write per object per change of owner; no write while
 membership is stable.
 
+Background work: a reconciler often starts work that outlives a reconcile (a health prober, a
+data migration). :meth:`ShardedReconciler.on_release` registers a hook called with the object's
+``Request`` whenever the object leaves the member's held set -- handed over (after its in-flight
+reconcile ended, before the annotation is cleared), deleted (after the reconcile that found it
+gone from the cache), or fenced -- so that work stops
+before another member may act on the object.
+
 What the member filters: the ``for_`` kind's events pass the :meth:`ShardedReconciler.predicate`
 only for objects the member desires or holds; events of owned kinds map to their owner and are
 stopped by the held-set check in :meth:`ShardedReconciler.reconcile` (a request not held returns
@@ -55,7 +62,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,6 +102,12 @@ _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 _members = Gauge(
     "pyctrl_sharding_members", "Live members of the ring seen by this member.", ("ring",), registry=registry
+)
+_identity = Gauge(
+    "pyctrl_sharding_identity",
+    "1 while this process is a member of the ring under that identity (the ownership annotation's value).",
+    ("ring", "identity"),
+    registry=registry,
 )
 _held = Gauge(
     "pyctrl_sharding_held_objects",
@@ -188,6 +201,13 @@ class ShardCoordinator:
         self.gates.append(gate)
         return gate
 
+    def gate(self, controller: str) -> ShardedReconciler:
+        """The fence of ``controller`` (built by ``ControllerBuilder.complete``); ``KeyError`` if none."""
+        for gate in self.gates:
+            if gate.controller == controller:
+                return gate
+        raise KeyError(f"no sharded controller {controller!r} in ring {self.options.ring!r}")
+
     async def readyz(self) -> None:
         if not self.ready.is_set():
             raise RuntimeError(f"sharding: not a member of ring {self.options.ring!r} yet")
@@ -224,6 +244,7 @@ class ShardCoordinator:
     def fence(self) -> None:
         """Stop acting at once: no object held, in-flight reconciles cancelled."""
         self.ready.clear()
+        _identity.labels(self.options.ring, self.identity).set(0)
         for gate in self.gates:
             gate.fence()
 
@@ -242,6 +263,7 @@ class ShardCoordinator:
                 self.log.info("Ring membership changed", members=sorted(members))
             self.members = members
             self._members_gauge.set(len(members))
+            _identity.labels(self.options.ring, self.identity).set(1)
             self.ready.set()
             for gate in self.gates:
                 self._spawn(gate.rebalance())
@@ -281,6 +303,7 @@ class ShardedReconciler:
         self.held: set[tuple[str, str]] = set()
         self.in_flight: dict[tuple[str, str], asyncio.Task[Any]] = {}
         self.events: asyncio.Queue[GenericEvent] = asyncio.Queue()
+        self.release_hooks: list[Callable[[Request], None]] = []
         self.log = coordinator.log.with_values(controller=controller)
         self._gauge = _held.labels(controller)
 
@@ -319,6 +342,21 @@ class ShardedReconciler:
             Kind(self.coordinator.cache, self.kind, enqueue_request_for_object(), [never]),
         ]
 
+    def on_release(self, hook: Callable[[Request], None]) -> None:
+        """Call ``hook(request)`` each time an object leaves this member's held set: handed over
+        (after its in-flight reconcile ended, before the ownership annotation is cleared), deleted,
+        or every held object when the member is fenced. The place to stop background work the
+        reconciler started for the object; a failing hook is logged, never stops the others."""
+        self.release_hooks.append(hook)
+
+    def _dropped(self, keys: Iterable[tuple[str, str]]) -> None:
+        for ns, name in keys:
+            for hook in self.release_hooks:
+                try:
+                    hook(Request(ns, name))
+                except Exception:
+                    self.log.error("A release hook failed", object=f"{ns}/{name}", exc_info=True)
+
     # -- the fence ----------------------------------------------------------------------------
     async def reconcile(self, request: Request) -> Result:
         c, key = self.coordinator, (request.namespace or "", request.name)
@@ -329,23 +367,38 @@ class ShardedReconciler:
                 await self.release(key)
             return Result()
         if key not in self.held:
-            if not await self._claim(key):
+            claimed = await self._claim(key)
+            if claimed is None:
+                return Result()  # not in the cache (deleted): its next creation enqueues it
+            if not claimed:
                 return Result(requeue_after=c.options.retry_period)
             if c.owner_of(*key) != c.identity or not c.ready.is_set():  # the view moved meanwhile
                 await self.release(key)
                 return Result()
             self.held.add(key)
             self._gauge.set(len(self.held))
-        return await self._run(key, request)
-
-    async def _claim(self, key: tuple[str, str]) -> bool:
-        """Write our identity into the annotation if allowed (see the module docstring); False to
-        wait for the current owner. ``Conflict`` (a stale read) propagates: requeued with backoff."""
-        c = self.coordinator
         try:
-            obj = await c.cache.get(self.kind, key[1], namespace=key[0] or None)
+            return await self._run(key, request)
+        finally:
+            if key in self.held and await self._cached(key) is None:  # deleted: nothing left to hold
+                self.held.discard(key)
+                self._gauge.set(len(self.held))
+                self._dropped([key])
+
+    async def _cached(self, key: tuple[str, str]) -> Any:
+        try:
+            return await self.coordinator.cache.get(self.kind, key[1], namespace=key[0] or None)
         except NotFound:
-            return False
+            return None
+
+    async def _claim(self, key: tuple[str, str]) -> bool | None:
+        """Write our identity into the annotation if allowed (see the module docstring); False to
+        wait for the current owner, None when the object is not in the cache. ``Conflict`` (a
+        stale read) propagates: requeued with backoff."""
+        c = self.coordinator
+        obj = await self._cached(key)
+        if obj is None:
+            return None
         owner = _access.annotations(obj).get(self.annotation)
         if owner and owner != c.identity and not c.peers.is_gone(owner):
             return False
@@ -380,6 +433,8 @@ class ShardedReconciler:
         task = self.in_flight.get(key)
         if task is not None and task is not asyncio.current_task():
             await asyncio.wait([task])
+        if key not in self.held:
+            self._dropped([key])
         while key not in self.held and c.ready.is_set():
             try:
                 obj = await c.client.get(self.kind, key[1], namespace=key[0] or None)
@@ -412,15 +467,17 @@ class ShardedReconciler:
                     self.events.put_nowait(GenericEvent(obj))
             elif key in self.held:
                 releases.append(self.release(key))
-        self.held &= present  # deleted objects
+        self._dropped(self.held - present)  # deleted objects
+        self.held &= present
         self._gauge.set(len(self.held))
         if releases:
             self.log.info("Handing objects over", count=len(releases), kind=kind_gvk(self.kind).kind)
             await asyncio.gather(*releases)
 
     def fence(self) -> None:
-        self.held.clear()
+        dropped, self.held = self.held, set()
         self._gauge.set(0)
+        self._dropped(dropped)
         for task in self.in_flight.values():
             task.cancel()
 

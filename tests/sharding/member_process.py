@@ -5,7 +5,8 @@ It reconciles the ConfigMaps labelled ``shard-test=yes`` of one namespace (``req
 appends one line per fact to ``--out``: ``<fact> <time.monotonic()> <detail>``
 (CLOCK_MONOTONIC is system-wide on Linux, so times of different processes compare). Facts:
 ``started`` (identity), ``begin``/``end`` (name) around each reconcile, whose body is an
-uncached read (a real await, so reconciles of different members interleave), and ``exit``.
+uncached read (a real await, so reconciles of different members interleave), ``release``
+(name) from the fence's release hook (the object left the member's held set), and ``exit``.
 SIGKILL is the crash the test inflicts.
 """
 
@@ -71,6 +72,8 @@ async def main(args: argparse.Namespace) -> None:
     selected = label_selector({"shard-test": "yes"})  # not the namespace's kube-root-ca.crt
     builder = ControllerBuilder(mgr).for_(ConfigMap, predicates=[selected]).named("recording")
     builder.with_options(max_concurrent_reconciles=4).complete(Recording(mgr.api_reader, facts))
+    assert mgr.shard_coordinator is not None
+    mgr.shard_coordinator.gate("recording").on_release(lambda request: facts.write("release", request.name))
     try:
         await mgr.start()
     except BaseException as exc:

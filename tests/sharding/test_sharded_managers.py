@@ -1,6 +1,8 @@
 """Three sharded manager processes (tests/sharding/member_process.py) on the real control plane,
 30 ConfigMaps: each is reconciled by exactly one member, the one rendezvous hashing picks; a
-SIGKILLed member's objects move to the others within the lease duration plus a margin; and over
+SIGKILLed member's objects move to the others within the lease duration plus a margin; a member
+that joins takes over its objects, each released (the fence's release hook) by its previous
+holder before the newcomer reconciles it; a deleted object is released by its holder; and over
 the whole run no ConfigMap is ever reconciled by two members at once (every reconcile's begin and
 end are recorded on the system-wide monotonic clock; a killed member's open reconcile ends at the
 kill).
@@ -180,6 +182,49 @@ def test_three_members_share_thirty_objects_and_a_killed_members_objects_move_wi
             n for n in names if (new_owner.get(n) or owner[n]) == m.identity
         }
     assert overlaps(members, {victim.identity: killed_at}) == []
+
+    newcomer = joins_and_takes_over(envtest, namespace, spawn, survivors, {**owner, **new_owner})
+    assert overlaps([*members, newcomer], {victim.identity: killed_at}) == []
     # the controller's own predicate (a label selector) also bounds what the members claim
     root_ca = envtest.http.request("GET", f"/api/v1/namespaces/{namespace}/configmaps/kube-root-ca.crt")
     assert "shard.pyctrl.io/recording" not in (root_ca["metadata"].get("annotations") or {})
+
+
+def joins_and_takes_over(
+    envtest: Environment,
+    namespace: str,
+    spawn: Callable[[str], Member],
+    members: list[Member],
+    holder: dict[str, str | None],
+) -> Member:
+    """A member joins ``members`` (who hold the objects as ``holder`` says): each object it now
+    owns is released (the fence's release hook) by its previous holder before the newcomer's
+    first reconcile of it, and that holder never reconciles it again; a deleted object is
+    released by its holder. Returns the newcomer."""
+    names = sorted(holder)
+    joined_at = time.monotonic()
+    newcomer = spawn("member-d")
+    ring = [*(m.identity for m in members), newcomer.identity]
+    final = {n: rendezvous_owner(object_key(namespace, n), ring) for n in names}
+    handed = [n for n in names if final[n] == newcomer.identity]
+    assert handed, "the newcomer owns some of the objects"
+    poll_until(
+        "the newcomer's objects reconciled by it",
+        lambda: all(n in newcomer.reconciled(after=joined_at) for n in handed),
+        120,
+        on_timeout=newcomer.log,
+    )
+    by_id = {m.identity: m for m in members}
+    for n in handed:
+        releases = [t for fact, t, name in by_id[str(holder[n])].facts() if fact == "release" and name == n]
+        assert releases, f"{n}: no release hook on {holder[n]}"
+        assert releases[-1] < min(newcomer.reconciled(after=joined_at)[n]), n
+        assert all(t < releases[-1] for t in by_id[str(holder[n])].reconciled().get(n, [])), n
+    kept = next(n for n in names if final[n] != newcomer.identity)
+    envtest.http.request("DELETE", f"/api/v1/namespaces/{namespace}/configmaps/{kept}")
+
+    def deletion_released() -> bool:
+        return any(f == "release" and name == kept for f, _, name in by_id[str(final[kept])].facts())
+
+    poll_until("the release hook of a deleted object", deletion_released, 60)
+    return newcomer

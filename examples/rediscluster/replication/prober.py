@@ -22,7 +22,15 @@ Guarantees:
   promptly). Repeated identical states notify once. While the master is failing, a timer at the
   end of its window reports it down at that instant, not at the next probe (up to ``interval``
   later).
-- ``stop()`` cancels the loop and every in-flight probe and returns only once all of them ended.
+- Probes reuse one kept-open connection per pod
+  (:class:`~examples.rediscluster.shared.redis_admin.KeptConnection`; connecting, AUTH and
+  closing were most of a probe's cost), at most ``max_kept`` of them; past
+  that, a probe opens and closes its own. A pod's connection is closed when the pod leaves its
+  cluster's registration, when its address or credentials change, when the cluster is
+  forgotten (deleted, or handed to another operator replica) and on ``stop()``; a failed probe
+  closes it too, so the next probe starts on a fresh one.
+- ``stop()`` cancels the loop and every in-flight probe, closes every kept connection and returns
+  only once all of them ended.
 """
 
 from __future__ import annotations
@@ -33,9 +41,12 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
+from prometheus_client import Gauge
+
 from examples.rediscluster.replication.topology_types import DownDetector
-from examples.rediscluster.shared.redis_admin import RedisConnection
+from examples.rediscluster.shared.redis_admin import KeptConnection, RedisConnection
 from examples.rediscluster.shared.tasks import cancel_and_wait
+from pyctrl.metrics import registry
 
 __all__ = ["ClusterKey", "Endpoints", "HealthProber", "Probe"]
 
@@ -45,6 +56,14 @@ ClusterKey = tuple[str, str]  # (namespace, cluster name)
 Probe = Callable[[RedisConnection], Awaitable[None]]  # returns on a valid reply, else raises
 #: pod -> its Redis; None while the pod has no IP (counts as a failed probe)
 Endpoints = Mapping[str, RedisConnection | None]
+PodKey = tuple[ClusterKey, str]
+
+_probed = Gauge(
+    "rediscluster_prober_clusters", "RedisClusters whose pods the health prober probes.", registry=registry
+)
+_kept = Gauge(
+    "rediscluster_prober_connections", "Connections the health prober keeps open to pods.", registry=registry
+)
 
 
 @dataclass(slots=True)
@@ -65,18 +84,25 @@ class HealthProber:
         notify: Callable[[ClusterKey], None],
         *,
         interval: float = 0.5,
-        probe: Probe = RedisConnection.ping,
+        probe: Probe | None = None,
         clock: Callable[[], float] = time.monotonic,
+        max_kept: int = 1024,
     ) -> None:
+        """``probe``: how one pod is probed (default: PING on the pod's kept connection)."""
         if interval <= 0:
             raise ValueError("interval must be positive")
+        if max_kept < 0:
+            raise ValueError("max_kept must be >= 0")
         self._notify = notify
         self._interval = interval
         self._probe = probe
         self._clock = clock
         self._clusters: dict[ClusterKey, _Cluster] = {}
-        self._inflight: dict[tuple[ClusterKey, str], asyncio.Task[None]] = {}
+        self._inflight: dict[PodKey, asyncio.Task[None]] = {}
         self._loop_task: asyncio.Task[None] | None = None
+        self._max_kept = max_kept
+        self._kept: dict[PodKey, KeptConnection] = {}
+        self._closing: set[asyncio.Task[None]] = set()
 
     def watch(
         self,
@@ -95,15 +121,41 @@ class HealthProber:
         for pod in list(cluster.detectors):
             if pod not in cluster.endpoints:
                 del cluster.detectors[pod]
+        for pod_key, kept in list(self._kept.items()):
+            if pod_key[0] == key and cluster.endpoints.get(pod_key[1]) != kept.conn:
+                self._close(pod_key)  # the pod left, or its address or credentials changed
         now = self._clock()
         for pod in cluster.endpoints:
             cluster.detectors.setdefault(pod, DownDetector(since=now))
+        _probed.set(len(self._clusters))
 
     def forget(self, key: ClusterKey) -> None:
-        """Stop probing a cluster (deleted); its in-flight probes finish and are ignored."""
+        """Stop probing a cluster (deleted, or handed to another replica) and close its kept
+        connections; its in-flight probes finish and are ignored."""
         cluster = self._clusters.pop(key, None)
         if cluster is not None and cluster.deadline is not None:
             cluster.deadline.cancel()
+        for pod_key in [k for k in self._kept if k[0] == key]:
+            self._close(pod_key)
+        _probed.set(len(self._clusters))
+
+    @property
+    def probed(self) -> frozenset[ClusterKey]:
+        """The clusters registered for probing."""
+        return frozenset(self._clusters)
+
+    @property
+    def kept_connections(self) -> int:
+        """Connections kept open to pods (at most ``max_kept``)."""
+        return len(self._kept)
+
+    def _close(self, pod_key: PodKey) -> None:
+        kept = self._kept.pop(pod_key, None)
+        _kept.set(len(self._kept))
+        if kept is not None:
+            task = asyncio.get_running_loop().create_task(kept.aclose())
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
 
     def last_valid_reply(self, key: ClusterKey, pod: str) -> float | None:
         """Clock time of the pod's last valid reply (None: never, or not registered)."""
@@ -142,6 +194,10 @@ class HealthProber:
                 cluster.deadline = None
         await cancel_and_wait(tasks)
         self._inflight.clear()
+        for pod_key in list(self._kept):
+            self._close(pod_key)
+        while self._closing:
+            await asyncio.wait(list(self._closing))
 
     async def _run(self) -> None:
         while True:
@@ -162,7 +218,7 @@ class HealthProber:
             ok = endpoint is not None
             if endpoint is not None:
                 async with asyncio.timeout(2 * endpoint.io_timeout + 1):
-                    await self._probe(endpoint)
+                    await self._probe_pod((key, pod), endpoint)
         except Exception as exc:  # any failure is "no valid reply" (RedisAdminError, timeout, a bug)
             log.debug("probe %s/%s %s: %s", *key, pod, exc)
             ok = False
@@ -172,6 +228,22 @@ class HealthProber:
         if detector is not None:
             detector.record(self._clock(), ok)
             self._report(key)
+
+    async def _probe_pod(self, pod_key: PodKey, endpoint: RedisConnection) -> None:
+        if self._probe is not None:
+            await self._probe(endpoint)
+            return
+        kept = self._kept.get(pod_key)
+        if kept is not None and kept.conn != endpoint:
+            self._close(pod_key)
+            kept = None
+        if kept is None:
+            if len(self._kept) >= self._max_kept or pod_key[0] not in self._clusters:
+                await endpoint.ping()  # its own connection, opened and closed
+                return
+            kept = self._kept[pod_key] = KeptConnection(endpoint)
+            _kept.set(len(self._kept))
+        await kept.ping()
 
     def _evaluate(self, key: ClusterKey) -> tuple[bool, frozenset[str]]:
         cluster = self._clusters[key]

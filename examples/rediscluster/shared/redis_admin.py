@@ -2,7 +2,8 @@
 
 Guarantees:
 - Every call opens one connection, runs its commands and closes it (``failover_to``: one per
-  server for the whole handover); connect and socket timeouts are
+  server for the whole handover; :class:`KeptConnection`, the prober's, keeps one open across
+  PINGs); connect and socket timeouts are
   ``io_timeout`` seconds (default 1 s) and the whole call is cut off at ``2 * io_timeout + 0.5`` s,
   so a hung Redis (SIGSTOP, full backlog) never stalls a reconcile or the prober (REFERENCE
   "Operator rules": never block in reconcile). redis-py retries are off: one attempt, one answer.
@@ -55,6 +56,7 @@ __all__ = [
     "CLIENT_DEFAULTS",
     "DEFAULT_IO_TIMEOUT",
     "BgsaveStatus",
+    "KeptConnection",
     "RedisAccess",
     "RedisAdminError",
     "RedisCommandError",
@@ -187,6 +189,81 @@ async def _session(conn: RedisConnection) -> AsyncIterator[_Session]:
         yield session
     finally:
         await session.aclose()
+
+
+#: closes of connections abandoned mid-command (held so the tasks are not collected early)
+_closing: set[asyncio.Future[None]] = set()
+
+
+async def _quiet_close(client: aioredis.Redis) -> None:
+    with contextlib.suppress(rexc.RedisError, OSError):  # a broken connection has nothing to release
+        await client.aclose()
+
+
+class KeptConnection:
+    """One connection to ``conn`` kept open across PINGs: the health prober's (a PING every half
+    second per pod otherwise pays a connect, the AUTH and a close each time).
+
+    ``ping`` has :meth:`RedisConnection.ping`'s meaning and bound (a valid reply or an error
+    within ``2 * io_timeout + 0.5`` s, errors translated the same way). It opens the connection on
+    first use; any failure closes it, so the next call starts on a fresh one. A *reused*
+    connection that fails with a connection error (reset or closed: a restarted Redis, an idle
+    timeout) is retried once at once on a fresh connection within the same bound, as redis-py
+    retries a stale pooled connection; a timeout is not retried (a hung Redis is the answer).
+    Not for concurrent calls (the prober runs one probe per pod at a time); ``aclose`` closes it
+    for good (a ``ping`` then fails, even one in flight, and opens nothing).
+    """
+
+    def __init__(self, conn: RedisConnection) -> None:
+        self.conn = conn
+        self._client: aioredis.Redis | None = None
+        self._closed = False
+
+    @property
+    def open(self) -> bool:
+        return self._client is not None
+
+    async def ping(self) -> None:
+        conn = self.conn
+        try:
+            async with asyncio.timeout(2 * conn.io_timeout + 0.5):
+                await self._ping()
+        except TimeoutError as exc:
+            raise _translate(exc, conn.host, conn.port, "PING", conn.password) from None
+
+    async def _ping(self) -> None:
+        conn = self.conn
+        for attempt in (1, 2):
+            if self._closed:
+                raise RedisUnavailable(conn.host, conn.port, "PING: the kept connection was closed")
+            reused = self._client is not None
+            client = self._client = self._client or _client(conn)
+            try:
+                await client.execute_command("PING")  # type: ignore[no-untyped-call]
+                return
+            except (rexc.RedisError, OSError) as exc:
+                if _is_valid_error_reply(exc):
+                    return
+                await self._reset()
+                stale = isinstance(exc, rexc.ConnectionError | ConnectionError) and not isinstance(
+                    exc, rexc.AuthenticationError
+                )
+                if attempt == 2 or not (reused and stale):
+                    raise _translate(exc, conn.host, conn.port, "PING", conn.password) from None
+            except BaseException:  # cancelled or cut off mid-command: the connection's state is unknown
+                self._client = None
+                _closing.add(task := asyncio.ensure_future(_quiet_close(client)))
+                task.add_done_callback(_closing.discard)
+                raise
+
+    async def aclose(self) -> None:
+        self._closed = True
+        await self._reset()
+
+    async def _reset(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await _quiet_close(client)
 
 
 async def _call(

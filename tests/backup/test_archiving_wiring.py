@@ -19,6 +19,7 @@ from examples.rediscluster.api import RedisCluster, RedisClusterStatus, RestoreS
 from examples.rediscluster.backup import archiving
 from examples.rediscluster.backup.restore import RestoreState
 from examples.rediscluster.shared.resources import desired_children
+from examples.rediscluster.shared.security.podsecurity import REDIS_UID
 from pyctrl.client import Pod
 from pyctrl.crdgen import openapi_schema
 from pyctrl.envtest import poll_until
@@ -61,7 +62,8 @@ def test_the_sidecar_is_restricted_takes_keys_by_reference_and_reads_its_role_fr
         "capabilities": {"drop": ["ALL"]},
         "seccompProfile": {"type": "RuntimeDefault"},
     }
-    assert pod["securityContext"]["fsGroup"] == 65532
+    # the sidecar (65532) reaches Redis' files through the pod's fsGroup: Redis' own gid
+    assert pod["securityContext"]["fsGroup"] == REDIS_UID
     env = {e["name"]: e for e in sidecar["env"]}
     for var, key in (
         ("AWS_ACCESS_KEY_ID", "AWS_ACCESS_KEY_ID"),
@@ -149,7 +151,9 @@ def test_a_point_in_time_restore_is_a_non_root_init_container_with_the_pods_fs_g
     RestoreState(init_container=init, volumes=volumes, fs_group=archiving.ARCHIVER_UID).apply(children)
     pod = by_kind(children, "StatefulSet")["spec"]["template"]["spec"]
     assert pod["initContainers"] == [init]
-    assert pod["securityContext"]["fsGroup"] == archiving.ARCHIVER_UID
+    # the Redis pod's own fsGroup stands: the init container (65532) writes group-writable files
+    # (umask 002) into the setgid volume, which Redis (999, that group) then appends to
+    assert pod["securityContext"]["fsGroup"] == REDIS_UID
 
 
 @pytest.fixture

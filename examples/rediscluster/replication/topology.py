@@ -139,9 +139,11 @@ def choose_failover_candidate(
 ) -> NodeObservation | None:
     """The replica to promote in place of ``old_master``, or None when no replica is eligible.
 
-    Eligible: reachable replica, not fenced, not terminating, not loading, replica-priority != 0, link to its
-    master down no longer than ``master_unhealthy_for + link_down_factor * down_after``, and not of
-    the ``exclude_replid`` lineage. Replicas are grouped by ``master_replid`` (offsets of different
+    Eligible: reachable replica, not fenced, not terminating, not loading, replica-priority != 0, not
+    itself an empty restart (:func:`is_empty_restart`: syncing from it would wipe the keys another
+    lineage still holds), link to its master down no longer than
+    ``master_unhealthy_for + link_down_factor * down_after``, and not of the ``exclude_replid``
+    lineage. Replicas are grouped by ``master_replid`` (offsets of different
     lineages are not comparable); the group that followed ``old_master`` wins, then the larger group.
     Within a group: lowest replica-priority, highest processed offset, lowest run id.
     """
@@ -158,6 +160,7 @@ def choose_failover_candidate(
             or r.replica_priority == 0
             or r.master_replid == exclude_replid
             or n.pod in policy.fenced
+            or is_empty_restart(n, nodes.values())  # empty while another lineage holds keys
         ):
             continue
         down_for = r.master_link_down_since_seconds

@@ -121,7 +121,6 @@ def test_container_runs_the_images_filesystem_as_its_non_root_user(env: Environm
     assert fs.stdout.split() == ["/data", "no-go"], fs
     caps = kubectl(env, "exec", "-n", ns, "shell", "--", "grep", "CapEff", "/proc/self/status")
     assert caps.stdout.split() == ["CapEff:", "0000000000000000"], caps  # drop: [ALL] applied by runc
-    assert Path("/usr/local/go").exists() or True  # the host's layout is the host's business
 
 
 def test_memory_limit_is_enforced(env: Environment, ns: str) -> None:

@@ -177,6 +177,7 @@ class Writer:
                 chunk = keys[start : start + 1000]
                 values = await client.mget([f"{self.prefix}{i}" for i in chunk])
                 missing += [i for i, v in zip(chunk, values, strict=True) if v != str(i)]
+            print(f"{self.name}: {len(keys)} acknowledged writes, {len(missing)} lost")
             return missing
         finally:
             await client.aclose()

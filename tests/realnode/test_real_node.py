@@ -19,6 +19,9 @@ import redis
 
 from pyctrl.envtest import Environment, poll_until
 
+# The session environment starts within the first test's budget: minutes on a loaded machine.
+pytestmark = pytest.mark.timeout(1200)
+
 REDIS_IMAGE = "localhost/pyctrl/redis:7"
 RESTRICTED: dict[str, Any] = {
     "runAsNonRoot": True,

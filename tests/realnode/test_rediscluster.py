@@ -41,6 +41,9 @@ from pyctrl.testing import eventually
 from tests.operator.conftest import Cluster, Pods, PodSampler, grant_operator_role
 from tests.realnode.test_real_node import RESTRICTED, container_state, is_ready, kubectl
 
+# The session environment starts within the first test's budget: minutes on a loaded machine.
+pytestmark = pytest.mark.timeout(1200)
+
 ROOT = Path(__file__).resolve().parents[2]
 REDIS_IMAGE = "localhost/pyctrl/redis:7"
 REDIS_IMAGE_ALIAS = "localhost/pyctrl/redis:7.0"  # the same image under a second name

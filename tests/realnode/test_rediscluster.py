@@ -35,6 +35,7 @@ from typing import Any
 import pytest
 
 from pyctrl.envtest import Environment, poll_until
+from pyctrl.envtest._http import ApiError
 from pyctrl.envtest.objectstore import ObjectStore
 from pyctrl.envtest.realnode.node import _children
 from pyctrl.testing import eventually
@@ -171,7 +172,18 @@ class Writer:
         return seen
 
     def stop(self) -> None:
-        self.env.http.request("DELETE", f"/api/v1/namespaces/{self.ns}/pods/{self.name}?gracePeriodSeconds=0")
+        """Delete the Pod; return once it is gone (no write of it reaches a later scenario)."""
+        path = f"/api/v1/namespaces/{self.ns}/pods/{self.name}"
+        self.env.http.request("DELETE", f"{path}?gracePeriodSeconds=0")
+
+        def gone() -> bool:
+            try:
+                self.env.http.get(path)
+            except ApiError as exc:
+                return exc.code == 404
+            return False
+
+        poll_until(f"the writer Pod {self.name} gone", gone, 120, interval=0.5)
 
     async def lost(self, cluster: Cluster, keys: list[int]) -> list[int]:
         """The acknowledged keys the cluster's current master does not hold."""

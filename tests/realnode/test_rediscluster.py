@@ -371,7 +371,6 @@ async def test_a_backup_to_s3_restores_every_key_into_a_new_cluster(
     try:
         await client.mset(data)
         assert await client.wait(2, 10_000) == 2  # both replicas hold every key before the snapshot
-        total = await client.dbsize()
     finally:
         await client.aclose()
     secret = {"AWS_ACCESS_KEY_ID": store.access_key, "AWS_SECRET_ACCESS_KEY": store.secret_key}
@@ -427,7 +426,7 @@ async def test_a_backup_to_s3_restores_every_key_into_a_new_cluster(
     for pod in restored.pods():  # the master was seeded from the backup, the replica synced from it
         client = await restored.redis(pod)
         try:
-            assert await client.dbsize() == total, pod
+            assert await client.dbsize() >= len(data), pod  # and the keys of earlier scenarios
             assert await client.mget(keys) == list(data.values()), pod
         finally:
             await client.aclose()

@@ -34,6 +34,8 @@ from typing import Any
 
 import pytest
 
+from examples.rediscluster.api import CLIENT_LABEL
+from examples.rediscluster.shared.security.auth import GENERATED_KEY
 from pyctrl.envtest import Environment, poll_until
 from pyctrl.envtest._http import ApiError
 from pyctrl.envtest.objectstore import ObjectStore
@@ -146,13 +148,20 @@ class Writer:
             "env": [
                 {"name": "MASTER", "value": service["spec"]["clusterIP"]},
                 {"name": "PREFIX", "value": self.prefix},
+                # auth is on by default: redis-cli logs in with the generated password, by reference
+                {
+                    "name": "REDISCLI_AUTH",
+                    "valueFrom": {"secretKeyRef": {"name": f"{cluster.name}-auth", "key": GENERATED_KEY}},
+                },
             ],
             "securityContext": RESTRICTED,
         }
         spec: dict[str, Any] = {"containers": [container], "terminationGracePeriodSeconds": 1}
         if node is not None:
             spec["nodeName"] = node
-        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": self.name}, "spec": spec}
+        # a client of the cluster by its NetworkPolicy's label (not enforced by these nodes' CNI)
+        meta = {"name": self.name, "labels": {CLIENT_LABEL: cluster.name}}
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
         self.env.http.request("POST", f"/api/v1/namespaces/{self.ns}/pods", pod)
 
     def acked(self) -> list[int]:

@@ -89,8 +89,11 @@ async def _pods(t: Transport, selector: str) -> list[dict[str, Any]]:
 class OperatorSystem:
     """A 3-pod RedisCluster named ``name`` (the operator process is run by the caller)."""
 
-    def __init__(self, t: Transport, down_after_ms: int, name: str = "opbench") -> None:
+    def __init__(
+        self, t: Transport, down_after_ms: int, name: str = "opbench", image: str | None = None
+    ) -> None:
         self.t, self.down_after_ms, self.cluster = t, down_after_ms, name
+        self.image = image  # the RedisCluster's spec.image (None: the operator's default)
         self.name = "operator"
         self.base = f"/apis/redis.pyctrl.dev/v1alpha1/namespaces/{NS}/redisclusters"
         self.pods: dict[str, str] = {}
@@ -100,12 +103,19 @@ class OperatorSystem:
         return dict((await self.t.request_json("GET", f"{self.base}/{self.cluster}")).get("status") or {})
 
     async def setup(self) -> None:
+        # explicitly open, as the Sentinel pods it is compared with (auth is on by default)
+        spec: dict[str, Any] = {
+            "replicas": 3,
+            "downAfterMilliseconds": self.down_after_ms,
+            "auth": {"enabled": False},
+        }
+        if self.image is not None:
+            spec["image"] = self.image
         body = {
             "apiVersion": "redis.pyctrl.dev/v1alpha1",
             "kind": "RedisCluster",
             "metadata": {"name": self.cluster},
-            # explicitly open, as the Sentinel pods it is compared with (auth is on by default)
-            "spec": {"replicas": 3, "downAfterMilliseconds": self.down_after_ms, "auth": {"enabled": False}},
+            "spec": spec,
         }
         await self.t.request("POST", self.base, body=orjson.dumps(body), content_type=_JSON)
         await until(self.steady, 240, f"{self.cluster} Running")

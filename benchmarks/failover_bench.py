@@ -15,6 +15,11 @@ starts the local control plane and node once, then runs the chosen scenarios (de
 - ``rollout``: an image change rolled by the operator (replicas, one switchover, the old master)
   against the master crashed, the longest write pause of each (:mod:`benchmarks._failover_rollout`).
 
+``--runtime kubelet`` runs instead the operator's crash failover and a Pod's start on real nodes
+(``Environment(runtime="kubelet")``) against the local node, each on a control plane of its own
+(:mod:`benchmarks._failover_kubelet`): ``RATIO failover_first_write_kubelet_vs_local`` and
+``RATIO pod_start_kubelet_vs_local``.
+
 It prints one line per run, a table of medians per system and scenario, and the ``RATIO`` lines
 ``failover_first_write_vs_sentinel`` and ``failover_first_write_vs_down_after`` (crash fault)
 ``drain_pause_vs_crash_failover`` (drain scenario) and ``rollout_pause_vs_crash_failover``
@@ -39,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._failover_drain import DRAIN_FAULTS, drain_runs, report_drain
+from benchmarks._failover_kubelet import kubelet_runs, report_kubelet
 from benchmarks._failover_leader import leader_runs
 from benchmarks._failover_rollout import ROLLOUT_FAULTS, report_rollout, rollout_runs
 from benchmarks._failover_run import FAULTS, Outcome, one_run
@@ -217,7 +223,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--system", action="append", choices=SYSTEMS, help="operator or sentinel (repeatable; default both)"
     )
     parser.add_argument("--json", type=Path, default=None, help="also write every run's figures here")
+    parser.add_argument(
+        "--runtime",
+        choices=("local", "kubelet"),
+        default="local",
+        help="kubelet: the operator's crash failover and a Pod's start on real nodes against the "
+        "local node (no other scenario or system)",
+    )
     args = parser.parse_args(argv)
+    if args.runtime == "kubelet" and (args.scenario or args.system):
+        parser.error(
+            "--runtime kubelet runs the crash scenario of the operator only: no --scenario or --system"
+        )
     if args.kills < 1:
         parser.error("--kills must be at least 1")
     if args.down_after_ms < 1000:
@@ -229,6 +246,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.runtime == "kubelet":
+        started = time.monotonic()
+        try:
+            runs = asyncio.run(kubelet_runs(args))
+        except KeyboardInterrupt:
+            print("interrupted; everything started was stopped", file=sys.stderr)
+            return 130
+        report_kubelet(runs, args.down_after_ms)
+        print(f"\nbenchmark took {time.monotonic() - started:.0f} s", flush=True)
+        if args.json:
+            args.json.write_text(json.dumps([dataclasses.asdict(o) for o in runs], indent=2))
+        return 0
     try:
         outcomes = asyncio.run(run(args))
     except KeyboardInterrupt:

@@ -9,8 +9,10 @@ sidecar directory (no extended attributes needed on the filesystem).
 Guarantees:
 
 - ``start()`` returns once the gateway answers S3 requests (``ListBuckets`` with the root key
-  pair) on ``127.0.0.1:<free port>``, or raises :class:`ObjectStoreError` naming its log and last
-  lines; ``stop()`` ends the process (SIGTERM, then SIGKILL) and returns once it is gone; the
+  pair) on ``127.0.0.1:<free port>`` — or on ``host``, e.g. the host's address on a real-node
+  environment's bridge (``env.real.plan.host_ip``), where its Pods reach the host and nothing
+  else does — or raises :class:`ObjectStoreError` naming its log and last lines; ``stop()`` ends
+  the process (SIGTERM, then SIGKILL) and returns once it is gone; the
   context manager and a test process killed with SIGKILL (``PR_SET_PDEATHSIG``) stop it too;
 - the root key pair reaches versitygw through its environment, never its argv; it is random per
   store unless given;
@@ -51,7 +53,7 @@ def versitygw_binary() -> Path:
 
 
 class ObjectStore:
-    """One versitygw process serving ``<state dir>/data`` over S3 on loopback."""
+    """One versitygw process serving ``<state dir>/data`` over S3 on ``host`` (loopback by default)."""
 
     def __init__(
         self,
@@ -60,26 +62,28 @@ class ObjectStore:
         access_key: str | None = None,
         secret_key: str | None = None,
         region: str = "us-east-1",
+        host: str = "127.0.0.1",
     ) -> None:
         self._own_dir = state_dir is None
         self.state_dir = Path(tempfile.mkdtemp(prefix="pyctrl-s3-")) if state_dir is None else state_dir
         self.access_key = access_key or "pyctrl" + secrets.token_hex(6)
         self.secret_key = secret_key or secrets.token_urlsafe(24)
         self.region = region
+        self.host = host
         self.port = 0
         self.process: ManagedProcess | None = None
         self.log_path = self.state_dir / "versitygw.log"
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def start(self, *, timeout: float = 30.0, port: int | None = None) -> None:
         binary = versitygw_binary()
         data, meta = self.state_dir / "data", self.state_dir / "meta"
         data.mkdir(parents=True, exist_ok=True)
         meta.mkdir(parents=True, exist_ok=True)
-        self.port = free_port(port or self.port or None)
+        self.port = free_port(port or self.port or None, host=self.host)
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "ROOT_ACCESS_KEY": self.access_key,
@@ -88,7 +92,7 @@ class ObjectStore:
         argv = [
             str(binary),
             "--port",
-            f"127.0.0.1:{self.port}",
+            f"{self.host}:{self.port}",
             "--region",
             self.region,
             "--quiet",

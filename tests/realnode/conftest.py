@@ -1,7 +1,13 @@
-"""The real-node environment every test of tests/realnode shares (``make e2e``)."""
+"""The real-node environment every test of tests/realnode shares (``make e2e``).
+
+``PYCTRL_E2E_STATE_DIR=DIR`` runs the tests on an environment already started with
+``python -m pyctrl.envtest start --runtime kubelet --nodes 2 --state-dir DIR`` (attached to, and
+left running: its teardown is the user's ``stop``), which saves its start while working on a test.
+"""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterator
 
@@ -19,6 +25,13 @@ def _links() -> str:
 @pytest.fixture(scope="session")
 def env() -> Iterator[Environment]:
     """Two real nodes and CoreDNS; its teardown checks that nothing of it is left on the machine."""
+    if state_dir := os.environ.get("PYCTRL_E2E_STATE_DIR"):
+        attached = Environment.attach(state_dir)
+        assert attached.running(), f"no environment runs in {state_dir}"
+        assert attached.real is not None, f"the environment in {state_dir} has no real nodes"
+        assert len(attached.node_names) == 2, attached.node_names
+        yield attached
+        return
     environment = Environment(runtime="kubelet", nodes=2)
     environment.start()
     assert environment.real is not None

@@ -30,6 +30,9 @@ from tests.install.test_helm_install import (
 from tests.operator.conftest import Cluster
 from tests.realnode.test_real_node import container_state, kubectl
 
+# The session environment starts within the first test's budget: minutes on a loaded machine.
+pytestmark = pytest.mark.timeout(1200)
+
 REDIS_IMAGE = "localhost/pyctrl/redis:7"
 
 

@@ -101,3 +101,12 @@ def test_an_unfenced_or_down_master_needs_no_fenced_handover() -> None:
     state = ClusterState("rc-0", 1)
     assert fenced_master_handover(healthy(3), state, fenced("rc-1")) is None
     assert fenced_master_handover([gone(0), replica(1, 0)], state, fenced("rc-0")) is None
+
+
+def test_fencing_keeps_the_reason_of_a_failover_plan() -> None:
+    observed = [gone(0), replica(1, 0, offset=99), replica(2, 0, offset=5)]
+    p = plan(observed, ClusterState("rc-0", 1), fenced("rc-2"), master_unhealthy_for=60)
+    assert p.reason == "master rc-0 is down"
+    labelled = fence(p, observed, "rc-0", FENCED, frozenset({"rc-2"}))
+    assert labelled.actions[0] == SetLabel("rc-2", FENCED)  # the plan did change
+    assert labelled.reason == p.reason  # what the FailoverCompleted Event says

@@ -162,6 +162,7 @@ def test_failover_after_the_full_window_promotes_the_best_replica(unhealthy_for:
         ReplicaOf("rc-1", "rc-2"),
         SetLabel("rc-2", M),
     )
+    assert p.reason == "master rc-0 is down"  # the FailoverCompleted Event says why
 
 
 def test_failover_disabled_waits() -> None:
@@ -296,6 +297,7 @@ def test_empty_restarted_master_is_never_a_sync_source(new_ip: bool) -> None:
         SetLabel("rc-2", M),
     )
     assert not [a for a in p.actions if isinstance(a, ReplicaOf | Demote) and a.master == "rc-0"]
+    assert p.reason == "master rc-0 restarted empty while replicas hold data"
 
 
 def test_empty_restarted_master_with_failover_disabled_waits_and_repoints_nobody() -> None:

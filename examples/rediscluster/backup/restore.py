@@ -143,6 +143,16 @@ def _serving(cluster: RedisCluster, homes: Mapping[int, Any] | None) -> tuple[bo
     return serving, f"{len(masters)} shards, masters {', '.join(str(m) for m in masters)}"
 
 
+async def _record_done(client: Client, cluster: RedisCluster) -> None:
+    """Create (once) the cluster-owned ConfigMap that records its restore as done."""
+    cm = _done_config_map(cluster)
+    set_controller_reference(cluster, cm)
+    try:
+        await client.get(ConfigMap, cm["metadata"]["name"], namespace=cluster.namespace)
+    except NotFound:
+        await client.create(cm)
+
+
 def _done_config_map(cluster: RedisCluster) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -245,12 +255,7 @@ async def _restore_state(
         return seeded(_condition(cluster, False, "RestoreFailed", why, now))
     serving, serves = _serving(cluster, homes if sharded else None)
     if serving:
-        cm = _done_config_map(cluster)
-        set_controller_reference(cluster, cm)
-        try:
-            await client.get(ConfigMap, cm["metadata"]["name"], namespace=cluster.namespace)
-        except NotFound:
-            await client.create(cm)
+        await _record_done(client, cluster)
         message = f"seeded from {source_text}; {serves}"
         return seeded(_condition(cluster, True, RESTORED, message, now))
     why = f"seeding the {'shard masters' if sharded else 'first master'} from {source_text}"
@@ -302,11 +307,6 @@ async def _point_in_time(
         return seeded(_condition(cluster, False, "RestoreFailed", f"restoring {source_text}: {failed}", now))
     serving, serves = _serving(cluster, None)
     if serving:
-        cm = _done_config_map(cluster)
-        set_controller_reference(cluster, cm)
-        try:
-            await client.get(ConfigMap, cm["metadata"]["name"], namespace=cluster.namespace)
-        except NotFound:
-            await client.create(cm)
+        await _record_done(client, cluster)
         return seeded(_condition(cluster, True, RESTORED, f"restored {source_text}; {serves}", now))
     return seeded(_condition(cluster, False, "Restoring", f"restoring {source_text} into every pod", now))

@@ -184,7 +184,7 @@ class PlanExecutor:
                     raise outcome
                 elif isinstance(action, Promote):
                     timer.new_master = action.pod
-                    self._announce(cluster, timer.old_master, action.pod)
+                    self._announce(cluster, timer.old_master, action.pod, plan.reason)
                     timer.mark("promotion")
             if failed:
                 return True, cluster
@@ -207,13 +207,17 @@ class PlanExecutor:
                     RawPatch(PatchType.MERGE, {"metadata": {"labels": {ROLE_LABEL: str(role)}}}),
                 )
 
-    def _announce(self, cluster: RedisCluster, old: str | None, new: str) -> None:
+    def _announce(self, cluster: RedisCluster, old: str | None, new: str, reason: str = "") -> None:
         epoch = cluster.status.master_epoch if cluster.status else 0
         if old is None or old == new:
             self.recorder.event(cluster, "Normal", "MasterElected", f"{new} is the master (epoch {epoch})")
         else:
+            why = f": {reason}" if reason else ""
             self.recorder.event(
-                cluster, "Normal", "FailoverCompleted", f"promoted {new} in place of {old} (epoch {epoch})"
+                cluster,
+                "Normal",
+                "FailoverCompleted",
+                f"promoted {new} in place of {old} (epoch {epoch}){why}",
             )
             metrics.observe_failover(cluster.namespace, cluster.name)
 

@@ -36,6 +36,7 @@ re-exported here.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 __all__ = [
     "bootstrap",
@@ -261,8 +262,14 @@ def _fail_over(
         return _wait(f"{why}; no eligible replica to promote")
     epoch = recorded.master_epoch + 1
     if exclude_replid is not None:  # never hand over from (or sync with) the excluded lineage
-        return _converge(nodes, candidate.pod, epoch)
-    return _resume(nodes, candidate, epoch)
+        chosen = _converge(nodes, candidate.pod, epoch)
+    else:
+        chosen = _resume(nodes, candidate, epoch)
+    return chosen if chosen.reason or _is_wait(chosen) else replace(chosen, reason=why)
+
+
+def _is_wait(p: Plan) -> bool:
+    return bool(p.actions) and isinstance(p.actions[0], Wait)
 
 
 def plan(
@@ -438,4 +445,4 @@ def fence(
         for n in nodes.values()
         if n.pod in fenced and n.pod != master and n.pod not in relabelled and n.label != fenced_label
     ]
-    return Plan((*first, *actions))
+    return Plan((*first, *actions), reason=the_plan.reason)

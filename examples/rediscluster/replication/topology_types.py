@@ -7,7 +7,7 @@ that use them are in :mod:`examples.rediscluster.replication.topology`, which re
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from examples.rediscluster.shared.facts import NULL_REPLID, RedisFacts, Role
 
@@ -151,6 +151,9 @@ Action = RecordMaster | Promote | ReplicaOf | Demote | Switchover | SetLabel | W
 @dataclass(frozen=True, slots=True)
 class Plan:
     actions: tuple[Action, ...] = ()
+    #: why a failover plan fails over (e.g. "master cache-0 is down"): the FailoverCompleted
+    #: Event and the failover's log line say it; not part of the plan's identity
+    reason: str = field(default="", compare=False)
 
     @property
     def converged(self) -> bool:

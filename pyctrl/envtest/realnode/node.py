@@ -125,7 +125,7 @@ class RealNodes:
             return
         self.bin_dir = node_bin_dir()
         images_dir = node_images_dir()
-        self.images = [images_dir / f"{n}.oci.tar" for n in ("pause", "coredns", "redis")]
+        self.images = [images_dir / f"{n}.oci.tar" for n in ("pause", "coredns", "redis", "redis-exporter")]
         self.images += operator_image_archives()
 
     @property

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -265,16 +266,7 @@ def test_kubectl_apply_refuses_every_hostile_redis_config_naming_the_key(
     values = [v for v in HOSTILE_VALUES if "\x00" not in v]  # NUL: not JSON text, refused earlier
     items = [manifest(f"k{i}", {"redisConfig": {"hz": "10", key: "1"}}) for i, key in enumerate(keys)]
     items += [manifest(f"v{i}", {"redisConfig": {"maxmemory": value}}) for i, value in enumerate(values)]
-    applied = kubectl_run(
-        envtest,
-        kubeconfig,
-        "-n",
-        namespace,
-        "apply",
-        "-f",
-        "-",
-        stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}),
-    )
+    applied = apply_list(envtest, kubeconfig, namespace, items)
     assert applied.returncode != 0
     refused = (
         re.search(r'RedisCluster\.redis\.pyctrl\.dev "([^"]+)" is invalid', line)
@@ -326,16 +318,7 @@ def test_kubectl_apply_refuses_names_no_child_could_carry_and_per_second_schedul
         manifest("persecond", {"backup": {"schedule": "* * * * * *", "destination": pvc}}),
         manifest("a" * 52, {"backup": {"schedule": "* * * * * */15", "destination": pvc}}),
     ]
-    applied = kubectl_run(
-        envtest,
-        kubeconfig,
-        "-n",
-        namespace,
-        "apply",
-        "-f",
-        "-",
-        stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}),
-    )
+    applied = apply_list(envtest, kubeconfig, namespace, items)
     assert applied.returncode != 0
     refusals = {
         m.group(1): line
@@ -348,3 +331,11 @@ def test_kubectl_apply_refuses_names_no_child_could_carry_and_per_second_schedul
     assert "spec.backup.schedule" in refusals["persecond"]
     assert "a per-second schedule is refused" in refusals["persecond"]
     assert [i["metadata"]["name"] for i in envtest.http.get(base(namespace))["items"]] == ["a" * 52]
+
+
+def apply_list(
+    envtest: Environment, kubeconfig: Path, namespace: str, items: list[dict[str, Any]]
+) -> subprocess.CompletedProcess[str]:
+    """``kubectl apply`` of ``items`` as one List in ``namespace`` (the refusals land in stderr)."""
+    body = json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+    return kubectl_run(envtest, kubeconfig, "-n", namespace, "apply", "-f", "-", stdin=body)

@@ -44,6 +44,7 @@ from pyctrl.envtest.node.pod import NodeContext, PodWorker
 from pyctrl.envtest.node.provisioner import Provisioner
 from pyctrl.envtest.node.server import KubeletServer, PodView
 from pyctrl.envtest.node.serviceproxy import ServiceProxy
+from pyctrl.envtest.node.wake import set_or_timeout
 
 __all__ = ["NodeAgent", "NodeConfig"]
 
@@ -87,8 +88,7 @@ async def _register(node: NodeStatus, stop: asyncio.Event) -> bool:
             return True
         except (ApiError, OSError, TimeoutError) as exc:
             log.warning("registering node %s failed: %s; retrying in %.1fs", node.name, exc, delay)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), delay)
+        await set_or_timeout(stop, delay)
         delay = min(delay * 2, 10.0)
     return False
 

@@ -42,6 +42,7 @@ from pyctrl.envtest.node.images import ImageNotMapped, StartError
 from pyctrl.envtest.node.probes import ProbeContext, ProbeResult, ProbeSpec, ProbeTracker, check, run_handler
 from pyctrl.envtest.node.runtime import ContainerProcess, Launch, exec_in, spawn_in, start_container
 from pyctrl.envtest.node.status import now_rfc3339
+from pyctrl.envtest.node.wake import set_or_timeout
 
 __all__ = ["Backoff", "Container", "ContainerHost"]
 
@@ -196,9 +197,7 @@ class Container:
             if delay > 0:
                 message = f"back-off {delay:g}s restarting failed container={self.name}"
                 self._set({"waiting": {"reason": "CrashLoopBackOff", "message": message}})
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stopping.wait(), delay)
-                if self._stopping.is_set():
+                if await set_or_timeout(self._stopping, delay):
                     return code
             self.restart_count += 1
         return code
@@ -221,8 +220,7 @@ class Container:
 
     async def _retry_creation(self, reason: str, message: str) -> None:
         self._set({"waiting": {"reason": reason, "message": message}})
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._stopping.wait(), 2.0)
+        await set_or_timeout(self._stopping, 2.0)
 
     def _should_restart(self, code: int) -> bool:
         policy = self.restart_policy

@@ -60,6 +60,7 @@ from pyctrl.envtest.node.volumes import (
     refresh_volumes,
     remove_pod_volumes,
 )
+from pyctrl.envtest.node.wake import set_or_timeout
 
 __all__ = ["CLUSTER_DOMAIN", "LOG_DIR_ANNOTATION", "NodeContext", "PodWorker"]
 
@@ -174,7 +175,7 @@ class PodWorker:
     async def _wait(self, done: Callable[[], bool], retry: float | None = None) -> None:
         while not done():
             self._wake.clear()
-            await _woken_or_timeout(self._wake, retry)
+            await set_or_timeout(self._wake, retry)
             if retry is not None:
                 return
 
@@ -500,16 +501,3 @@ def _run_as_user(pod_spec: Mapping[str, Any], container: Mapping[str, Any]) -> i
     if value is None:
         value = (pod_spec.get("securityContext") or {}).get("runAsUser")
     return value if isinstance(value, int) else None
-
-
-async def _woken_or_timeout(event: asyncio.Event, seconds: float | None) -> None:
-    """Wait until ``event`` is set or ``seconds`` pass (None: no limit).
-
-    Not ``asyncio.wait_for``: on Python 3.11 a cancellation that arrives as the event is set is
-    lost there (the wait returns normally), and a node stopping its pod workers then waited for
-    ever on a loop that never saw its cancellation. ``asyncio.wait`` lets it through."""
-    waiter = asyncio.ensure_future(event.wait())
-    try:
-        await asyncio.wait({waiter}, timeout=seconds)
-    finally:
-        waiter.cancel()

@@ -36,7 +36,6 @@ environment's node is logged and retried, and a client dialing it would reach th
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
 import functools
 import logging
@@ -44,6 +43,7 @@ import random
 from typing import Any
 
 from pyctrl.envtest.node.kube import Informer, Kube
+from pyctrl.envtest.node.wake import set_or_timeout
 
 __all__ = ["RETRY", "ServiceProxy"]
 
@@ -138,8 +138,7 @@ class ServiceProxy:
             while True:
                 self._wake.clear()
                 pending = await self._sync()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), RETRY if pending else None)
+                await set_or_timeout(self._wake, RETRY if pending else None)
         finally:
             for task in watches:
                 task.cancel()
